@@ -1,0 +1,74 @@
+"""The ``capplan`` command line (typer). Each subcommand lives in
+``capplan/commands/<name>.py`` and registers itself on :data:`app`.
+
+Exit codes: 0 success, 2 bad input (one line naming the input), 1 internal
+failure.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from capplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, InputError
+
+app = typer.Typer(
+    name="capplan",
+    help=(
+        "Forecast GPU demand on three horizons (ETS next hour, LSTM next day, Prophet with China's "
+        "holidays next week), tune reservation and autoscaling policies by replaying real demand, and "
+        "write the dispatcher policy plus HPA, KEDA and Volcano manifests.\n\n"
+        "Start with `capplan plan` (runs on the embedded real sample)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    """capplan: GPU capacity planning from forecasts and replay."""
+    if version:
+        from capplan import __version__
+
+        typer.echo(f"capplan {__version__}")
+        raise typer.Exit(0)
+
+
+def _register() -> None:
+    from capplan.commands import COMMANDS
+
+    for mod in COMMANDS:
+        mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: maps errors to exit codes."""
+    _register()
+    try:
+        app(args=argv, standalone_mode=False)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(EXIT_INTERNAL)
+    except SystemExit:
+        raise
+    except Exception as exc:  # click usage errors carry their own exit code (2)
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(0)

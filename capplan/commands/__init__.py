@@ -1,0 +1,5 @@
+"""Subcommands. Each module has ``register(app)``; add new ones to COMMANDS."""
+
+from capplan.commands import plan
+
+COMMANDS = [plan]

@@ -1,0 +1,179 @@
+"""Settings: one pydantic model for ``capplan.yaml``, validated with clear errors.
+
+Example (every key is optional except where noted; see the README)::
+
+    prometheus:
+      url: http://127.0.0.1:9090
+      bearer_token_env: PROM_TOKEN          # or basic_auth: {username, password_env}
+      ca_file: /path/ca.pem                 # TLS is verified by default
+      timeout_s: 30
+    series:
+      - id: train/team-a
+        kind: training
+        unit: gpu
+        query: sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu", namespace="team-a"})
+        step: 5m
+        gpu_model: A100-80GB
+    store: .capplan/store
+    plan:
+      coverage_target: 0.95
+      n_calls: 30
+    prices:
+      A100-80GB: {on_demand: 5.12, reserved: 3.07, spot: 2.05}
+
+YAML is read with ``yaml.safe_load``. Secrets are never stored in the file:
+only the *names* of environment variables that hold them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from capplan.errors import InputError
+from optimizer.prices import GpuPrice, default_price_book
+
+
+class BasicAuth(BaseModel):
+    """HTTP basic auth; the password is read from the env variable ``password_env``."""
+
+    model_config = ConfigDict(extra="forbid")
+    username: str
+    password_env: str
+
+
+class PrometheusConfig(BaseModel):
+    """Where and how to reach Prometheus."""
+
+    model_config = ConfigDict(extra="forbid")
+    url: str
+    bearer_token_env: str | None = None
+    basic_auth: BasicAuth | None = None
+    ca_file: str | None = None
+    verify_tls: bool = True
+    timeout_s: float = Field(default=30, gt=0)
+    max_points_per_request: int = Field(default=11000, ge=100, le=11000)
+    retries: int = Field(default=4, ge=0, le=20)
+
+    @model_validator(mode="after")
+    def _one_auth(self):
+        if self.bearer_token_env and self.basic_auth:
+            raise ValueError("set either bearer_token_env or basic_auth, not both")
+        return self
+
+
+class SeriesConfig(BaseModel):
+    """One demand series pulled from Prometheus (``query`` or ``template`` + ``selector``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1)
+    kind: Literal["training", "inference"] = "training"
+    unit: Literal["gpu", "replica"] = "gpu"
+    query: str | None = None
+    template: str | None = None
+    selector: dict[str, str] = Field(default_factory=dict)
+    step: str = "5m"
+    gpu_model: str = "default"
+    gpus_per_replica: float = Field(default=1.0, gt=0)
+    timezone: str = "Asia/Shanghai"
+    namespace: str | None = None
+    target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference)")
+
+    @model_validator(mode="after")
+    def _query_or_template(self):
+        if bool(self.query) == bool(self.template):
+            raise ValueError(f"series {self.id!r}: set exactly one of 'query' or 'template'")
+        return self
+
+
+class ForecastConfig(BaseModel):
+    """Tier options."""
+
+    model_config = ConfigDict(extra="forbid")
+    lstm_epochs: int = Field(default=20, ge=1)
+    lstm_units: int = Field(default=32, ge=1)
+    lstm_max_windows: int = Field(default=4000, ge=16)
+    prophet_samples: int = Field(default=300, ge=50)
+    events: list[str] = Field(default_factory=list)
+
+
+class PlanConfig(BaseModel):
+    """Policy search and replay options."""
+
+    model_config = ConfigDict(extra="forbid")
+    coverage_target: float = Field(default=0.95, gt=0, le=1)
+    penalty: float = Field(default=0.5, ge=0)
+    n_calls: int = Field(default=30, ge=4)
+    tune_days: float = Field(default=7, gt=0)
+    eval_days: float = Field(default=7, gt=0)
+    interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
+    recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
+    cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
+    queue_unmet: bool = False
+    random_search: bool = True
+    training_bounds: dict = Field(default_factory=dict)
+    inference_bounds: dict = Field(default_factory=dict)
+
+
+class CapplanConfig(BaseModel):
+    """The whole ``capplan.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+    prometheus: PrometheusConfig | None = None
+    series: list[SeriesConfig] = Field(default_factory=list)
+    store: str = ".capplan/store"
+    models: str = "models"
+    plan: PlanConfig = Field(default_factory=PlanConfig)
+    forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+    prices: dict[str, GpuPrice] = Field(default_factory=dict)
+    export: dict = Field(default_factory=dict)
+
+    @field_validator("series")
+    @classmethod
+    def _unique_ids(cls, v):
+        ids = [s.id for s in v]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate series ids: {dup}")
+        return v
+
+    def price_book(self) -> dict[str, GpuPrice]:
+        """Defaults (cited in :mod:`optimizer.prices`) overlaid with the config's prices."""
+        return {**default_price_book(), **self.prices}
+
+
+def load_config(path: str | os.PathLike | None) -> CapplanConfig:
+    """Read and validate a config file; ``None`` gives the defaults.
+
+    Raises
+    ------
+    InputError: missing or unreadable file, invalid YAML, or a value that
+        fails validation (the message names the file and the key).
+    """
+    if path is None:
+        return CapplanConfig()
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"config {p}: file not found")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"config {p}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"config {p}: expected a mapping at the top level")
+    try:
+        cfg = CapplanConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise InputError(f"config {p}: {loc}: {first['msg']}") from None
+    base = p.resolve().parent
+    for attr in ("store", "models"):
+        v = Path(getattr(cfg, attr))
+        if not v.is_absolute():
+            setattr(cfg, attr, str(base / v))
+    return cfg

@@ -1,0 +1,31 @@
+"""Error types and the CLI exit codes they map to.
+
+* :class:`InputError` — bad input from the user (file, column, row, option,
+  config). The CLI prints its one-line message and exits with code 2.
+* Any other exception is an internal failure: exit code 1.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+
+
+class CapplanError(Exception):
+    """Base class of capplan's own errors."""
+
+
+class InputError(CapplanError):
+    """The user's input cannot be used.
+
+    The message names the input (file, column, row, option or config key) and,
+    where it helps, says what to do. The CLI maps it to exit code 2.
+    """
+
+
+class SourceError(CapplanError):
+    """A data source (e.g. Prometheus) failed in a way that retrying did not fix.
+
+    The message names the series id and query, never a credential.
+    """

@@ -1,0 +1,134 @@
+"""``csv:PATH`` and ``parquet:PATH`` sources: a long table of demand.
+
+Columns: ``timestamp``, ``series_id``, ``value`` (required) and optional
+``kind`` (training|inference), ``unit`` (gpu|replica), ``gpu_model``.
+
+* ``timestamp`` is ISO 8601 with or without an offset, or Unix epoch seconds.
+  Naive timestamps are read in ``--timezone`` (default UTC); everything is
+  converted to UTC.
+* ``value`` must be numeric; empty cells are missing values (NaN).
+
+Every problem raises :class:`capplan.errors.InputError` naming the file and
+the column or the first bad row (1-based, counting the header as row 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from capplan.errors import InputError
+from capplan.sources import LoadedHistory, register
+from forecasting.types import SeriesMeta
+
+REQUIRED = ("timestamp", "series_id", "value")
+
+
+def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
+    if not arg:
+        raise InputError(f"--source {kind}:PATH: a path is required, e.g. {kind}:demand.{kind}")
+    p = Path(arg)
+    if not p.is_file():
+        raise InputError(f"{p}: file not found")
+    if p.stat().st_size == 0:
+        raise InputError(f"{p}: the file is empty; expected a header {','.join(REQUIRED)}")
+    try:
+        if kind == "csv":
+            df = pd.read_csv(p, dtype=str, keep_default_na=False, na_values=[""])
+        else:
+            df = pd.read_parquet(p)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{p}: the file is empty; expected a header {','.join(REQUIRED)}") from None
+    except Exception as exc:  # unreadable file: name it, say what was expected
+        raise InputError(f"{p}: cannot read as {kind}: {exc}") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise InputError(f"{p}: missing column(s) {', '.join(missing)}; found {', '.join(df.columns) or 'none'}")
+    if df.empty:
+        raise InputError(f"{p}: no data rows after the header")
+    return p, df
+
+
+def parse_timestamps(col: pd.Series, path: Path, timezone: str) -> pd.Series:
+    """ISO 8601 (with or without offset) or epoch seconds -> ``datetime64[ns, UTC]``.
+
+    Raises InputError naming the first row that does not parse.
+    """
+    if pd.api.types.is_datetime64_any_dtype(col):
+        ts = pd.to_datetime(col)
+        if ts.dt.tz is None:
+            ts = ts.dt.tz_localize(timezone)
+        return ts.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
+    s = col.astype(str).str.strip()
+    numeric = pd.to_numeric(s, errors="coerce")
+    if numeric.notna().all():
+        return pd.to_datetime(numeric.astype("float64"), unit="s", utc=True).astype("datetime64[ns, UTC]")
+    has_offset = s.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True)
+    out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns, UTC]")
+    if has_offset.any():
+        out[has_offset] = pd.to_datetime(s[has_offset], utc=True, errors="coerce", format="ISO8601")
+    naive = ~has_offset & numeric.isna()
+    if naive.any():
+        parsed = pd.to_datetime(s[naive], errors="coerce", format="ISO8601")
+        try:
+            out[naive] = parsed.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
+        except Exception as exc:
+            raise InputError(f"--timezone {timezone!r}: {exc}") from None
+    epoch = numeric.notna() & ~has_offset
+    if epoch.any():
+        out[epoch] = pd.to_datetime(numeric[epoch], unit="s", utc=True)
+    bad = out.isna()
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{path}: row {i + 2}: column timestamp: cannot parse {col.iloc[i]!r} "
+                         "(use ISO 8601, e.g. 2024-05-01T12:00:00Z, or Unix epoch seconds)")
+    return out
+
+
+def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
+    ts = parse_timestamps(df["timestamp"], p, timezone)
+    raw = df["value"]
+    vals = pd.to_numeric(raw, errors="coerce")
+    bad = vals.isna() & raw.notna() & (raw.astype(str).str.strip().str.lower() != "nan")
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{p}: row {i + 2}: column value: {raw.iloc[i]!r} is not a number")
+    sid = df["series_id"].astype(str).str.strip()
+    if (sid == "").any() or df["series_id"].isna().any():
+        i = int(np.flatnonzero(((sid == "") | df["series_id"].isna()).to_numpy())[0])
+        raise InputError(f"{p}: row {i + 2}: column series_id is empty")
+    frame = pd.DataFrame({"series_id": sid, "timestamp": ts, "value": vals.astype("float64")})
+    notes = []
+    n_nan = int(frame["value"].isna().sum())
+    if n_nan:
+        notes.append(f"{p}: {n_nan} missing values read as NaN (treated as gaps)")
+    meta = {}
+    for s_id, g in df.assign(series_id=sid).groupby("series_id", sort=True):
+        kw = {}
+        for col in ("kind", "unit", "gpu_model"):
+            if col in g.columns and g[col].notna().any():
+                kw[col] = str(g[col].dropna().iloc[0]).strip()
+        if "kind" in kw and "unit" not in kw:
+            kw["unit"] = "gpu" if kw["kind"] == "training" else "replica"
+        if "kind" not in kw:
+            notes.append(f"{s_id}: no kind column; assumed training (unit gpu)")
+        try:
+            meta[s_id] = SeriesMeta(timezone=timezone, **kw)
+        except Exception as exc:
+            raise InputError(f"{p}: series {s_id}: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
+    return LoadedHistory(frame, meta, notes, label=f"{p}")
+
+
+@register("csv")
+def load_csv(arg: str, *, timezone: str = "UTC", **_) -> LoadedHistory:
+    p, df = _read("csv", arg)
+    return _finish(p, df, timezone)
+
+
+@register("parquet")
+def load_parquet(arg: str, *, timezone: str = "UTC", **_) -> LoadedHistory:
+    p, df = _read("parquet", arg)
+    return _finish(p, df, timezone)

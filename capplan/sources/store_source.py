@@ -1,0 +1,19 @@
+"""History from the local store filled by ``capplan ingest``."""
+
+from __future__ import annotations
+
+from capplan.errors import InputError
+from capplan.sources import LoadedHistory, register
+from capplan.store import Store
+
+
+@register("store")
+def load_store(arg: str = "", *, config=None, **_) -> LoadedHistory:
+    """``store`` or ``store:PATH``: every series in the store (config's ``store`` by default)."""
+    root = arg or (config.store if config is not None else ".capplan/store")
+    st = Store(root)
+    ids = st.series_ids()
+    if not ids:
+        raise InputError(f"--source store: no series in {root}; run `capplan ingest --config FILE` first")
+    frame, meta = st.read_history(ids)
+    return LoadedHistory(frame, meta, [], label=f"store:{root}")

@@ -1,0 +1,220 @@
+"""The ``daily`` tier: one global Keras LSTM on hourly data, 24 steps ahead.
+
+Design (issue 4; Salinas et al. 2020 "DeepAR" for the global-model idea,
+Wen et al. 2017 "A Multi-Horizon Quantile Recurrent Forecaster" for direct
+multi-horizon quantile outputs):
+
+* inputs: the last 168 hours of the series, scaled per series, plus calendar
+  features (hour of day, day of week, China holiday and make-up workday flags)
+  for those hours and for the 24 target hours;
+* outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) trained with the pinball
+  loss. Quantiles cannot cross: the head emits p50 and three non-negative
+  increments (softplus);
+* per-series scale = the 99th percentile of the series' training window (at
+  least 1), fitted on the training window only;
+* early stopping on the time-ordered last 15 % of windows;
+* deterministic on CPU for a fixed seed: ``keras.utils.set_random_seed`` and
+  ``tf.config.experimental.enable_op_determinism``;
+* prediction is one batched call over every (series, origin) pair.
+
+Series shorter than 168 + 24 hours are not trained on and, at predict time,
+without 168 hours of context they get the seasonal-naive fallback (stated).
+TensorFlow is imported lazily, so importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pandas as pd
+
+from forecasting.calendar import calendar_features
+from forecasting.tiers.base import Forecaster, register, series_values
+from forecasting.tiers.naive import naive_quantiles
+from forecasting.types import QUANTILES, SeriesMeta
+
+LOOKBACK = 168
+HORIZON = 24
+N_CAL = 6
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import keras
+    import tensorflow as tf
+
+    return tf, keras
+
+
+def pinball_loss(y_true, y_pred):
+    """Mean pinball (quantile) loss over the 4 quantile heads.
+
+    ``y_true``: ``(batch, 24)``; ``y_pred``: ``(batch, 24, 4)``.
+    Koenker & Bassett (1978): ``max(q * e, (q - 1) * e)`` with ``e = y - y_hat``.
+    """
+    tf, _ = _tf()
+    q = tf.constant(QUANTILES, dtype=y_pred.dtype)
+    e = tf.expand_dims(y_true, -1) - y_pred
+    return tf.reduce_mean(tf.maximum(q * e, (q - 1.0) * e))
+
+
+_LAYER = None
+
+
+def _monotone_layer():
+    """The output layer: p50 plus cumulative softplus increments, so quantiles never cross.
+
+    A registered Keras layer (not a ``Lambda``), so ``.keras`` files load in
+    Keras' safe mode with no Python bytecode deserialised.
+    """
+    global _LAYER
+    if _LAYER is None:
+        _, keras = _tf()
+
+        @keras.saving.register_keras_serializable(package="capplan")
+        class MonotoneQuantiles(keras.layers.Layer):
+            def call(self, raw):
+                base = raw[..., :1]
+                inc = keras.ops.softplus(raw[..., 1:])
+                return keras.ops.concatenate([base, base + keras.ops.cumsum(inc, axis=-1)], axis=-1)
+
+        _LAYER = MonotoneQuantiles
+    return _LAYER
+
+
+def _build_model(units: int, seed: int):
+    tf, keras = _tf()
+    seq = keras.Input(shape=(LOOKBACK, 1 + N_CAL), name="history")
+    fut = keras.Input(shape=(HORIZON * N_CAL,), name="future_calendar")
+    h = keras.layers.LSTM(units, seed=seed)(seq)
+    z = keras.layers.Concatenate()([h, fut])
+    z = keras.layers.Dense(64, activation="relu")(z)
+    raw = keras.layers.Dense(HORIZON * len(QUANTILES))(z)
+    raw = keras.layers.Reshape((HORIZON, len(QUANTILES)))(raw)
+    out = _monotone_layer()(name="quantiles")(raw)
+    model = keras.Model([seq, fut], out)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=pinball_loss)
+    return model
+
+
+@register("daily")
+class DailyLSTM(Forecaster):
+    """Global LSTM tier (see module docstring).
+
+    Options: ``epochs`` (default 20), ``units`` (32), ``batch_size`` (128),
+    ``max_windows`` (4000, sampled with the seed when there are more),
+    ``patience`` (3).
+    """
+
+    step = "1h"
+    horizon = HORIZON
+    min_history = LOOKBACK + HORIZON
+    refit_every = None
+
+    def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 128,
+                 max_windows: int = 4000, patience: int = 3, **options):
+        super().__init__(seed=seed, **options)
+        self.epochs, self.units, self.batch_size = epochs, units, batch_size
+        self.max_windows, self.patience = max_windows, patience
+        self.scale: dict[str, float] = {}
+        self.tz: dict[str, str] = {}
+        self.model = None
+        self.history_loss: list[float] = []
+
+    # -- data ------------------------------------------------------------------
+    def _windows(self, s: pd.Series, scale: float, tz: str, ends: np.ndarray, with_target: bool):
+        """Input windows ending at positions ``ends`` (inclusive), scaled."""
+        v = s.ffill().bfill().fillna(0.0).to_numpy(dtype="float32") / scale
+        raw = s.to_numpy(dtype="float32")
+        cal = calendar_features(s.index, tz)
+        step = pd.Timedelta("1h")
+        fut_idx = pd.date_range(s.index[-1] + step, periods=HORIZON, freq=step)
+        cal_ext = np.vstack([cal, calendar_features(fut_idx, tz)])
+        xs, fs, ys = [], [], []
+        for e in ends:
+            lo = e - LOOKBACK + 1
+            xs.append(np.column_stack([v[lo:e + 1], cal[lo:e + 1]]))
+            fs.append(cal_ext[e + 1:e + 1 + HORIZON].ravel())
+            if with_target:
+                ys.append(raw[e + 1:e + 1 + HORIZON] / scale)
+        x = np.asarray(xs, dtype="float32")
+        f = np.asarray(fs, dtype="float32")
+        y = np.asarray(ys, dtype="float32") if with_target else None
+        return x, f, y
+
+    def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "DailyLSTM":
+        """Train the global model on every series with enough history."""
+        tf, keras = _tf()
+        keras.utils.set_random_seed(self.seed)
+        tf.config.experimental.enable_op_determinism()
+        parts = {"x": [], "f": [], "y": [], "vx": [], "vf": [], "vy": []}
+        for sid in history["series_id"].unique():
+            s = series_values(history, sid)
+            self.tz[sid] = meta.get(sid, SeriesMeta()).timezone
+            train = s.dropna()
+            self.scale[sid] = float(max(np.quantile(train, 0.99), 1.0)) if len(train) else 1.0
+            if s.notna().sum() < self.min_history:
+                continue
+            ends = np.arange(LOOKBACK - 1, len(s) - HORIZON)
+            x, f, y = self._windows(s, self.scale[sid], self.tz[sid], ends, True)
+            ok = ~np.isnan(y).any(axis=1)
+            x, f, y = x[ok], f[ok], y[ok]
+            n_val = int(round(0.15 * len(x)))  # the last windows in time: early-stopping set
+            cut = len(x) - n_val
+            for k, a in (("x", x), ("f", f), ("y", y)):
+                parts[k].append(a[:cut])
+                parts["v" + k].append(a[cut:])
+        n_train = sum(len(a) for a in parts["x"])
+        if n_train < 16:
+            self.model = None
+            return self
+        x, f, y, vx, vf, vy = (np.concatenate(parts[k]) for k in ("x", "f", "y", "vx", "vf", "vy"))
+        rng = np.random.default_rng(self.seed)
+        if len(x) > self.max_windows:
+            keep = np.sort(rng.choice(len(x), self.max_windows, replace=False))
+            x, f, y = x[keep], f[keep], y[keep]
+        self.model = _build_model(self.units, self.seed)
+        cb = keras.callbacks.EarlyStopping(monitor="val_loss", patience=self.patience, restore_best_weights=True)
+        val = ([vx, vf], vy) if len(vx) else None
+        hist = self.model.fit([x, f], y, validation_data=val, epochs=self.epochs, batch_size=self.batch_size,
+                              shuffle=True, verbose=0, callbacks=[cb] if val else [])
+        self.history_loss = [float(v) for v in hist.history.get("val_loss", [])]
+        return self
+
+    def predict(self, history, origins=None):
+        frames, batch_x, batch_f, keys = [], [], [], []
+        for sid, ors in self._origins(history, origins).items():
+            s = series_values(history, sid)
+            scale = self.scale.get(sid) or (float(max(np.nanquantile(s, 0.99), 1.0)) if s.notna().any() else 1.0)
+            tz = self.tz.get(sid, "UTC")
+            for o in ors:
+                ctx = s[s.index <= o]
+                if self.model is None or len(ctx) < LOOKBACK or ctx.iloc[-LOOKBACK:].notna().sum() < LOOKBACK // 2:
+                    if self.model is None and sid not in self.fallbacks:
+                        self.fallbacks[sid] = "daily: too little hourly history to train the LSTM; seasonal-naive used"
+                    elif sid not in self.fallbacks:
+                        self.fallbacks[sid] = (f"daily: {int(ctx.notna().sum())} hours of context < {LOOKBACK} needed; "
+                                               "seasonal-naive used")
+                    frames.append(self._frame(sid, o, naive_quantiles(ctx.to_numpy(), HORIZON, season=24)))
+                    continue
+                x, f, _ = self._windows(ctx, scale, tz, np.array([len(ctx) - 1]), False)
+                batch_x.append(x[0]); batch_f.append(f[0]); keys.append((sid, o, scale))
+        if keys:
+            pred = self.model.predict([np.asarray(batch_x), np.asarray(batch_f)], batch_size=512, verbose=0)
+            for (sid, o, scale), q in zip(keys, pred):
+                frames.append(self._frame(sid, o, np.asarray(q, dtype="float64") * scale))
+        return self._concat(frames)
+
+    # registry support ------------------------------------------------------------
+    def save(self, path: str) -> None:
+        """Save the Keras model as ``.keras`` (no pickle)."""
+        if self.model is not None:
+            self.model.save(path)
+
+    def load(self, path: str) -> None:
+        """Load a ``.keras`` file written by :meth:`save` (safe mode, known custom objects only)."""
+        _, keras = _tf()
+        _monotone_layer()
+        self.model = keras.saving.load_model(path, custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)

@@ -1,0 +1,159 @@
+"""The ``hourly`` tier: statsmodels ETS on 5-minute data, 12 steps (1 h) ahead.
+
+Model choice (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*;
+statsmodels ``ETSModel``): candidates are additive error with trend none /
+additive / additive damped, each with and without an additive daily season
+(288 steps), and the seasonal ones only when the fit window holds at least
+two full seasons. When the window is strictly positive, multiplicative-error
+variants are added (a multiplicative fit fails on values <= 0). The candidate
+with the lowest AICc wins.
+
+``initialization_method`` is always explicit (statsmodels 0.15 requires it):
+``estimated`` for non-seasonal models and ``heuristic`` for seasonal ones
+(estimating 288 initial seasonal states is slow and unstable).
+
+Prediction intervals come from the model: analytic for additive-error models
+and simulation for the others (``ETSResults.get_prediction``), read at the
+quantiles 0.5/0.9/0.95/0.99.
+
+Between refits, forecasts at later origins run the fitted model's filter over
+the extended data with the same parameters (``ETSModel.smooth``): new data
+moves the state, never the parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+from forecasting.tiers.base import Forecaster, register, series_values
+from forecasting.tiers.naive import naive_quantiles
+from forecasting.types import QUANTILES, SeriesMeta
+
+SEASON = 288  # one day of 5-minute steps
+
+
+def _candidates(y: np.ndarray) -> list[dict]:
+    specs = []
+    seasonal_ok = len(y) >= 2 * SEASON
+    errors = ["add", "mul"] if np.all(y > 0) else ["add"]
+    for err in errors:
+        for trend, damped in ((None, False), ("add", False), ("add", True)):
+            specs.append(dict(error=err, trend=trend, damped_trend=damped, seasonal=None))
+            if seasonal_ok:
+                specs.append(dict(error=err, trend=trend, damped_trend=damped, seasonal="add" if err == "add" else "mul",
+                                  seasonal_periods=SEASON))
+    return specs
+
+
+def _build(y: np.ndarray, spec: dict) -> ETSModel:
+    init = "heuristic" if spec.get("seasonal") else "estimated"
+    return ETSModel(pd.Series(y), initialization_method=init, **spec)
+
+
+@register("hourly")
+class HourlyETS(Forecaster):
+    """Exponential smoothing tier (see module docstring).
+
+    Options: ``fit_window`` (steps of history used to fit, default 2016 = 7
+    days), ``min_history`` override.
+    """
+
+    step = "5min"
+    horizon = 12
+    min_history = 36  # 3 hours
+    refit_every = "1D"
+
+    def __init__(self, seed: int = 0, fit_window: int = 2016, **options):
+        super().__init__(seed=seed, **options)
+        self.fit_window = fit_window
+        self.models: dict[str, dict] = {}
+
+    def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "HourlyETS":
+        """Select and fit one ETS model per series on its last ``fit_window`` points."""
+        for sid in history["series_id"].unique():
+            s = series_values(history, sid).iloc[-self.fit_window:]
+            y = s.ffill().bfill().to_numpy()
+            if s.notna().sum() < self.min_history:
+                self.fallbacks[sid] = (f"hourly: {int(s.notna().sum())} points < {self.min_history} needed for ETS; "
+                                       "naive (last value) used")
+                continue
+            if np.nanmax(y) == np.nanmin(y):
+                self.fallbacks[sid] = "hourly: constant history, ETS has nothing to fit; naive (last value) used"
+                continue
+            best, best_ic, caught = None, math.inf, []
+            for spec in _candidates(y):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    try:
+                        res = _build(y, spec).fit(disp=False, maxiter=200)
+                    except Exception as exc:  # a candidate that cannot be fitted is skipped, and noted
+                        caught.append(f"{spec}: {type(exc).__name__}: {exc}")
+                        continue
+                    caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
+                ic = res.aicc if np.isfinite(res.aicc) else res.aic
+                if np.isfinite(ic) and ic < best_ic:
+                    best, best_ic = (spec, res), ic
+            if caught:
+                self.warnings[sid] = caught[:5]
+            if best is None:
+                self.fallbacks[sid] = "hourly: no ETS candidate could be fitted; naive (last value) used"
+                continue
+            spec, res = best
+            self.models[sid] = {
+                "spec": spec,
+                "params": [float(v) for v in res.params],
+                "start": s.index[0],
+                "aicc": float(best_ic),
+            }
+        return self
+
+    def predict(self, history, origins=None):
+        frames = []
+        for sid, ors in self._origins(history, origins).items():
+            s = series_values(history, sid)
+            m = self.models.get(sid)
+            for o in ors:
+                ctx = s[s.index <= o]
+                if m is None:
+                    q = naive_quantiles(ctx.to_numpy(), self.horizon)
+                else:
+                    q = self._predict_one(ctx[ctx.index >= m["start"]], m)
+                frames.append(self._frame(sid, o, q))
+        return self._concat(frames)
+
+    def _predict_one(self, ctx: pd.Series, m: dict) -> np.ndarray:
+        y = ctx.ffill().bfill().to_numpy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                res = _build(y, m["spec"]).smooth(np.asarray(m["params"]))
+                n = len(y)
+                pred = res.get_prediction(start=n, end=n + self.horizon - 1)
+                out = np.empty((self.horizon, len(QUANTILES)))
+                out[:, 0] = np.asarray(pred.predicted_mean)
+                for j, q in enumerate(QUANTILES[1:], start=1):
+                    out[:, j] = np.asarray(pred.pred_int(alpha=2 * (1 - q)))[:, 1]
+                if np.all(np.isfinite(out)):
+                    return out
+            except Exception:
+                pass
+        return naive_quantiles(y, self.horizon)
+
+    # registry support --------------------------------------------------------
+    def to_json(self) -> str:
+        """Parameters as JSON (the model registry's safe format)."""
+        return json.dumps({sid: {**m, "start": m["start"].isoformat()} for sid, m in self.models.items()})
+
+    @classmethod
+    def from_json(cls, text: str, **kwargs) -> "HourlyETS":
+        obj = cls(**kwargs)
+        for sid, m in json.loads(text).items():
+            m["start"] = pd.Timestamp(m["start"])
+            obj.models[sid] = m
+        return obj

@@ -1,0 +1,90 @@
+"""Policy parameters (what the search tunes) and the per-series plan (what is exported).
+
+Units: ratios are 0–1 unless named ``*_percent``; seconds are named ``*_s``;
+GPUs and replicas are counts.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QuantileName = Literal["p50", "p90", "p95", "p99"]
+
+
+class TrainingParams(BaseModel):
+    """Reservation policy of a training pool.
+
+    * reserved GPUs per week = ``ceil(reservation_ratio * mean of the weekly
+      forecast's quantile over the week)``;
+    * GPUs per day = ``ceil(headroom * max of the daily forecast's quantile over
+      the day)``; what exceeds the reservation is bought for the day, a
+      ``spot_fraction`` of it on spot and the rest on-demand.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    reservation_ratio: float = Field(ge=0, le=3)
+    quantile: QuantileName = "p90"
+    headroom: float = Field(default=1.0, ge=0.5, le=3)
+    spot_fraction: float = Field(default=0.0, ge=0, le=1)
+
+
+class InferenceParams(BaseModel):
+    """HPA / KEDA policy of an inference service.
+
+    ``target_utilization`` is a ratio of replica capacity (0.7 = 70 %).
+    Rate policies are ``Percent`` per ``period_s``. Pre-scaling raises the
+    desired replicas to ``ceil(forecast(t + prescale_lead_s) / target)`` using
+    the hourly forecast at ``prescale_quantile`` (``none`` disables it).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    target_utilization: float = Field(gt=0, le=1)
+    min_replicas: int = Field(default=1, ge=0)
+    max_replicas: int = Field(default=100, ge=1)
+    scale_up_window_s: int = Field(default=0, ge=0, le=3600)
+    scale_down_window_s: int = Field(default=300, ge=0, le=3600)
+    scale_up_percent: int = Field(default=100, ge=1, le=1000)
+    scale_down_percent: int = Field(default=100, ge=1, le=100)
+    period_s: int = Field(default=60, ge=1, le=1800)
+    prescale_lead_s: int = Field(default=0, ge=0, le=3600)
+    prescale_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
+
+
+class Metrics(BaseModel):
+    """Replay outcome on one window (see :mod:`optimizer.replay`)."""
+
+    cost_usd: float
+    coverage: float
+    idle_ratio: float
+    unmet: float
+    scale_events: int = 0
+    p95_utilization: float = 0.0
+
+
+class SeriesPlan(BaseModel):
+    """Everything exported for one series (input of the manifest writers).
+
+    ``plan`` holds the capacity for each lead time: for training pools
+    ``reserved_gpus`` (weekly), ``on_demand_gpus`` and ``spot_gpus`` (next
+    day), ``capability_gpus``; for inference ``min_replicas``/``max_replicas``
+    and ``prescale`` windows ``[{start, end, desired_replicas}]`` (UTC ISO)
+    derived from forecast peaks.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    series_id: str
+    kind: Literal["training", "inference"]
+    unit: Literal["gpu", "replica"]
+    gpu_model: str = "default"
+    timezone: str = "UTC"
+    params: dict
+    plan: dict
+    recommended: Metrics
+    baseline: Metrics
+    forecast_version: str = ""
+    fallbacks: list[str] = Field(default_factory=list)

@@ -1,0 +1,296 @@
+"""Replay simulator: real demand against a policy, at the data's resolution.
+
+Training pools (:func:`replay_training`, vectorised with numpy)
+    * reserved GPUs are fixed per week, from the weekly forecast issued before
+      the week;
+    * on-demand and spot GPUs are bought per day, from the daily forecast issued
+      before the day;
+    * spot interruptions arrive at ``interruption_rate`` per spot GPU-hour
+      (Poisson, drawn from a seeded stream shared by every policy — common
+      random numbers); each one loses one GPU for ``recovery_s`` (the seeds:
+      30 min of checkpoint recovery);
+    * demand above capacity is unmet (GPU-hours); with ``queue_unmet`` it is
+      carried to later intervals (Lindley recursion).
+
+Inference services (:func:`replay_inference`)
+    * replicas follow :class:`optimizer.hpa.HPA` on the utilisation metric
+      ``demand / replicas`` against ``target_utilization``, with an optional
+      predicted-demand metric for pre-scaling (the HPA takes the larger);
+    * a new replica serves only after ``cold_start_s`` (DESIGN.md: 90 s node
+      cold start); inside a step it counts for the fraction of the step it was
+      ready;
+    * every replica, ready or starting, is paid at the on-demand price.
+
+Metrics (DESIGN.md vocabulary), over intervals with known demand:
+coverage = share of intervals with provisioned >= demand; idle ratio =
+sum(max(provisioned - demand, 0)) / sum(provisioned); unmet = sum(max(demand -
+provisioned, 0)) * step hours; p95 utilisation = 95th percentile of
+demand / provisioned.
+
+Decisions see only forecasts issued before them: the lookup arrays are built
+by :func:`latest_before`, which takes for each decision time the latest
+forecast with ``issued_at < t``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.stats import poisson
+
+from forecasting.types import QCOLS
+from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
+from optimizer.policy import InferenceParams, Metrics, TrainingParams
+from optimizer.prices import GpuPrice
+
+
+@dataclass
+class ReplayInput:
+    """Demand and forecast lookups for one series on one window.
+
+    ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
+    ``step_s``: grid step in seconds. For training, ``week_mean[q]`` and
+    ``day_max[q]`` give per time step the decision inputs built from forecasts
+    issued before the week/day; ``week_id``/``day_id`` number the decision
+    periods. For inference, ``hourly_fc[q]`` is ``(n_origins, 12)`` with
+    ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
+    ``hourly_offset[t]`` the steps from that origin to ``t``.
+    """
+
+    times: pd.DatetimeIndex
+    demand: np.ndarray
+    step_s: int
+    price: GpuPrice
+    gpus_per_unit: float = 1.0
+    week_mean: dict[str, np.ndarray] = field(default_factory=dict)
+    day_max: dict[str, np.ndarray] = field(default_factory=dict)
+    week_id: np.ndarray | None = None
+    day_id: np.ndarray | None = None
+    hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
+    hourly_origin_idx: np.ndarray | None = None
+    hourly_offset: np.ndarray | None = None
+    history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
+
+
+def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> tuple[pd.DatetimeIndex, np.ndarray]:
+    """The sorted unique ``issued_at`` values, and per decision time the index
+    of the latest forecast issued strictly before it (-1 when there is none)."""
+    issued = pd.DatetimeIndex(forecasts["issued_at"].unique()).sort_values()
+    return issued, issued.searchsorted(decision_times, side="left") - 1
+
+
+def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_starts: pd.DatetimeIndex,
+                  period_len: pd.Timedelta, agg: str) -> dict[str, np.ndarray]:
+    """Per time step, ``agg`` (``mean`` or ``max``) of the forecast that was
+    latest before the step's decision period began, over that period.
+
+    Returns a dict quantile column -> float array aligned with ``times``
+    (NaN where no forecast was available).
+    """
+    out = {q: np.full(len(times), np.nan) for q in QCOLS}
+    if forecasts.empty:
+        return out
+    issued, k_of = latest_before(forecasts, period_starts)
+    by_issue = dict(tuple(forecasts.groupby("issued_at")))
+    pidx = period_starts.searchsorted(times, side="right") - 1
+    for i, ps in enumerate(period_starts):
+        if k_of[i] < 0:
+            continue
+        g = by_issue[issued[k_of[i]]]
+        g = g[(g["timestamp"] >= ps) & (g["timestamp"] < ps + period_len)]
+        if g.empty:
+            continue
+        mask = pidx == i
+        for q in QCOLS:
+            out[q][mask] = getattr(g[q], agg)()
+    return out
+
+
+def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, events: int) -> Metrics:
+    ok = np.isfinite(demand)
+    d, c = demand[ok], cap[ok]
+    if len(d) == 0:
+        return Metrics(cost_usd=float(cost), coverage=float("nan"), idle_ratio=float("nan"), unmet=0.0,
+                       scale_events=events)
+    covered = c >= d - 1e-9
+    idle = np.maximum(c - d, 0).sum() / c.sum() if c.sum() > 0 else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(c > 0, d / c, np.where(d > 0, np.inf, 0.0))
+    return Metrics(
+        cost_usd=float(cost),
+        coverage=float(covered.mean()),
+        idle_ratio=float(idle),
+        unmet=float(np.maximum(d - c, 0).sum() * step_h),
+        scale_events=int(events),
+        p95_utilization=float(np.quantile(np.minimum(util, 10.0), 0.95)),
+    )
+
+
+def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: float = 0.01,
+                    recovery_s: int = 1800, queue_unmet: bool = False, seed: int = 0) -> tuple[Metrics, dict]:
+    """Replay a training pool's reservation policy (vectorised).
+
+    Returns ``(metrics, series)`` where ``series`` holds the per-step arrays
+    ``reserved``, ``on_demand``, ``spot``, ``lost``, ``provisioned`` (GPUs).
+    Steps with no forecast available fall back to the last observed demand
+    before the window (a stated fallback of the caller).
+    """
+    wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
+    dm = np.nan_to_num(inp.day_max[p.quantile], nan=_last(inp))
+    reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
+    target = np.ceil(p.headroom * dm - 1e-9)
+    flex = np.maximum(target - reserved, 0.0)
+    spot = np.round(p.spot_fraction * flex)
+    od = flex - spot
+    return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed)
+
+
+def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spot: np.ndarray,
+                     interruption_rate: float = 0.01, recovery_s: int = 1800, queue_unmet: bool = False,
+                     seed: int = 0) -> tuple[Metrics, dict]:
+    """Cost and service metrics of per-step reserved, on-demand and spot GPUs
+    (shared by the tuned policy and the baseline, so both are scored alike)."""
+    step_h = inp.step_s / 3600.0
+    lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
+    cap = reserved + od + spot - lost
+    demand = inp.demand
+    if queue_unmet:
+        demand = _queue(demand, cap)
+    cost = float(((reserved * inp.price.reserved + od * inp.price.on_demand + spot * inp.price.spot)
+                  * step_h * inp.gpus_per_unit).sum())
+    events = int(np.count_nonzero(np.diff(reserved))) + int(np.count_nonzero(np.diff(od + spot)))
+    series = {"reserved": reserved, "on_demand": od, "spot": spot, "lost": lost, "provisioned": cap}
+    return _metrics(demand, cap, cost, step_h, events), series
+
+
+def spot_losses(spot: np.ndarray, step_s: int, rate_per_gpu_hour: float, recovery_s: int, seed: int) -> np.ndarray:
+    """GPUs lost to spot interruptions per step.
+
+    Interruptions per step ~ Poisson(rate * spot GPUs * step hours), drawn by
+    inverse CDF from one seeded uniform stream (common random numbers across
+    policies). Each interruption removes one GPU for ``recovery_s``; losses
+    never exceed the spot GPUs of the step.
+    """
+    if rate_per_gpu_hour <= 0 or not np.any(spot > 0):
+        return np.zeros_like(spot, dtype=float)
+    u = np.random.default_rng(seed).random(len(spot))
+    lam = rate_per_gpu_hour * spot * step_s / 3600.0
+    n = poisson.ppf(u, np.maximum(lam, 1e-12))
+    k = max(1, int(np.ceil(recovery_s / step_s)))
+    lost = np.convolve(n, np.ones(k))[: len(spot)]
+    return np.minimum(lost, spot)
+
+
+def _queue(demand: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Carry unmet demand forward: effective demand = demand + backlog."""
+    out = demand.copy()
+    backlog = 0.0
+    for i in range(len(out)):
+        if not np.isfinite(out[i]):
+            continue
+        out[i] += backlog
+        backlog = max(out[i] - cap[i], 0.0)
+    return out
+
+
+def _last(inp: ReplayInput) -> float:
+    h = inp.history_before
+    if h is not None and np.isfinite(h).any():
+        return float(h[np.isfinite(h)][-1])
+    d = inp.demand[np.isfinite(inp.demand)]
+    return float(d[0]) if len(d) else 0.0
+
+
+def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:
+    """Forecast demand at ``t + lead`` known at ``t`` (NaN where no forecast)."""
+    fc = inp.hourly_fc.get(quantile)
+    n = len(inp.times)
+    if fc is None or inp.hourly_origin_idx is None or len(fc) == 0:
+        return np.full(n, np.nan)
+    oi = inp.hourly_origin_idx
+    j = inp.hourly_offset + lead_s // inp.step_s - 1
+    j = np.clip(j, 0, fc.shape[1] - 1)
+    out = np.where(oi >= 0, fc[np.clip(oi, 0, None), j], np.nan)
+    return out
+
+
+def hpa_from_params(p: InferenceParams, step_s: int) -> HPA:
+    """Build the HPA controller that ``p`` describes (Percent policies per ``period_s``)."""
+    up = ScalingRules(p.scale_up_window_s, (ScalingPolicy("Percent", p.scale_up_percent, p.period_s),), "Max")
+    down = ScalingRules(p.scale_down_window_s, (ScalingPolicy("Percent", p.scale_down_percent, p.period_s),), "Max")
+    return HPA(min_replicas=max(p.min_replicas, 1), max_replicas=p.max_replicas, scale_up=up, scale_down=down)
+
+
+def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None
+                     ) -> tuple[Metrics, dict]:
+    """Replay an inference service under the HPA policy ``p``.
+
+    Returns ``(metrics, series)`` with per-step ``replicas`` (spec) and
+    ``provisioned`` (ready-equivalent replicas).
+    """
+    hpa = hpa_from_params(p, inp.step_s)
+    pre = prescale_demand(inp, p.prescale_quantile, p.prescale_lead_s) if p.prescale_quantile != "none" else None
+    return _run_controller(inp, lambda now, cur, d, i: hpa.step(
+        now, cur, [d / max(cur, 1) / p.target_utilization]
+        + ([pre[i] / max(cur, 1) / p.target_utilization] if pre is not None and np.isfinite(pre[i]) else []),
+        inp.step_s), cold_start_s, initial or max(p.min_replicas, 1))
+
+
+def replay_threshold(inp: ReplayInput, floor: np.ndarray, up: float = 0.7, down: float = 0.3,
+                     cold_start_s: int = 90, max_replicas: int = 10_000) -> tuple[Metrics, dict]:
+    """Replay the seeds' threshold rule: scale up when utilisation > ``up``
+    (to ``ceil(demand / up)``), down when < ``down`` (to ``ceil(demand / down)``),
+    never below ``floor[t]`` (replicas)."""
+
+    def rule(now, cur, d, i):
+        u = d / max(cur, 1)
+        want = cur
+        if u > up:
+            want = int(np.ceil(d / up))
+        elif u < down:
+            want = int(np.ceil(d / down))
+        return int(min(max(want, floor[i], 1), max_replicas))
+
+    return _run_controller(inp, rule, cold_start_s, int(max(floor[0], 1)))
+
+
+def _run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int) -> tuple[Metrics, dict]:
+    n = len(inp.times)
+    step = inp.step_s
+    ready_frac = 1.0 - (cold_start_s % step) / step  # share of its first step a new replica serves
+    delay_steps = int(cold_start_s // step)
+    replicas = np.zeros(n)
+    prov = np.zeros(n)
+    pending = np.zeros(n + delay_steps + 2)  # replicas becoming ready at step k (partial in that step)
+    ready = float(initial)
+    cur = int(initial)
+    events = 0
+    d_arr = inp.demand
+    last_d = float(np.nan_to_num(d_arr[np.isfinite(d_arr)][0] if np.isfinite(d_arr).any() else 0.0))
+    for i in range(n):
+        d = d_arr[i]
+        if np.isfinite(d):
+            last_d = d
+        new = decide(i * step, cur, last_d, i)
+        if new > cur:
+            pending[i + delay_steps] += new - cur
+        elif new < cur:
+            drop = cur - new
+            # scale-down removes starting replicas first, then ready ones
+            for k in range(i, min(i + delay_steps + 1, len(pending))):
+                take = min(pending[k], drop)
+                pending[k] -= take
+                drop -= take
+            ready -= drop
+        if new != cur:
+            events += 1
+        cur = new
+        arriving = pending[i]
+        prov[i] = ready + arriving * ready_frac
+        ready += arriving
+        replicas[i] = cur
+    step_h = step / 3600.0
+    cost = float(replicas.sum() * step_h * inp.gpus_per_unit * inp.price.on_demand)
+    return _metrics(d_arr, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}
