@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh Debian machine with Python 3.11:
+#   - Debian packages the tests need (prometheus + promtool, chromium + chromedriver), when run as root
+#     or with sudo, and only when missing;
+#   - a virtualenv in .venv with capplan and the pinned dependencies (requirements.lock as constraints).
+# Usage: bash scripts/setup.sh [core|test]   (core: just what `capplan plan` needs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODE="${1:-core}"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+if [ "$MODE" = "test" ]; then
+  need=()
+  command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+  if [ "${#need[@]}" -gt 0 ]; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "setup: installing Debian packages: ${need[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    # the Debian package starts a system Prometheus on :9090; the tests start their own on free ports
+    (command -v systemctl >/dev/null 2>&1 && $SUDO systemctl stop prometheus 2>/dev/null) || true
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($PY --version)" >&2
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade "pip>=24" >&2
+extras=""
+[ "$MODE" = "test" ] && extras="[test,airflow]"
+echo "setup: installing capplan${extras} (first run downloads TensorFlow, Prophet, Airflow: a few minutes)" >&2
+.venv/bin/python -m pip install -q -c requirements.lock -e ".${extras}" >&2

@@ -1,0 +1,64 @@
+"""Shared fixtures: a fast planning config and one end-to-end run on a slice of the real sample."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FAST_CONFIG = """\
+store: store
+plan:
+  n_calls: 8
+forecast:
+  lstm_epochs: 2
+  lstm_max_windows: 400
+  prophet_samples: 60
+"""
+E2E_SERIES = ["train/vc6YE", "infer/nasa-http", "infer/azure-llm-conv"]
+
+
+def in_ci() -> bool:
+    """True under CI (CI=true): tests needing a real service must fail, not skip."""
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    """Run the capplan CLI in-process; returns (exit code, stdout, stderr)."""
+    from capplan.cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.fixture(scope="session")
+def fast_config(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("cfg")
+    p = d / "fast.yaml"
+    p.write_text(FAST_CONFIG)
+    return p
+
+
+@pytest.fixture(scope="session")
+def plan_run(tmp_path_factory, fast_config):
+    """One `capplan plan --format json` on three real series; returns (out_dir, report)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("plan") / "out"
+    args = [sys.executable, "-m", "capplan", "plan", "--config", str(fast_config), "--out", str(out),
+            "--format", "json", "--seed", "7"]
+    for s in E2E_SERIES:
+        args += ["--series", s]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report = json.loads(r.stdout)
+    return out, report, r.stderr

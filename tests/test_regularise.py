@@ -1,0 +1,59 @@
+"""Stage 1: grid, duplicates, short and long gaps, outages, negatives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecasting.regularise import regularise, to_hourly
+
+
+def frame(sid, ts, vals):
+    ts = pd.DatetimeIndex(ts)
+    return pd.DataFrame({"series_id": sid, "timestamp": ts if ts.tz else ts.tz_localize("UTC"), "value": vals})
+
+
+def test_duplicates_gaps_and_negatives():
+    ts = pd.date_range("2024-01-01", periods=40, freq="5min", tz="UTC")
+    vals = np.arange(40, dtype=float) * 2
+    f = frame("a", ts, vals)
+    f = pd.concat([f, f.iloc[[3]]])  # exact duplicate
+    f = pd.concat([f, frame("a", [ts[5]], [100.0])])  # conflicting duplicate -> max
+    f = f[~f["timestamp"].isin(ts[10:12])]  # short gap (2 points) -> interpolated
+    f = f[~f["timestamp"].isin(ts[20:30])]  # long gap (10 points) -> missing
+    f.loc[f["timestamp"] == ts[35], "value"] = -4.0
+    out, rep = regularise(f.sample(frac=1, random_state=0))
+    assert out["timestamp"].is_monotonic_increasing and len(out) == 40
+    v = out["value"].to_numpy()
+    assert rep.exact_duplicates == 1 and rep.conflicting_duplicates == 1
+    assert v[5] == 100.0
+    assert v[10] == 20.0 and v[11] == 22.0
+    assert np.isnan(v[20:30]).all()
+    assert v[35] == 0.0 and rep.negatives_clipped == {"a": 1}
+    assert any("missing" in n for n in rep.notes("a"))
+
+
+def test_cluster_wide_zero_outage_is_missing_not_demand():
+    ts = pd.date_range("2024-01-01", periods=30, freq="5min")
+    parts = []
+    for i, sid in enumerate(["a", "b", "c"]):
+        v = np.full(30, 5.0 + i)
+        v[10:14] = 0.0  # every series reads 0 at once
+        parts.append(frame(sid, ts, v))
+    single = np.full(30, 3.0)
+    single[20:22] = 0.0  # one series idle alone: real demand
+    parts.append(frame("d", ts, single))
+    parts[3].loc[:, "value"] = single
+    out, rep = regularise(pd.concat(parts))
+    # d is not zero at 10:14, so that is not a cluster-wide outage ...
+    assert rep.outage_points == 0
+    out2, rep2 = regularise(pd.concat(parts[:3]))
+    assert rep2.outage_points == 4
+    assert out2.set_index(["series_id", "timestamp"])["value"].isna().sum() == 12
+
+
+def test_hourly_is_peak_of_hour():
+    ts = pd.date_range("2024-01-01", periods=24, freq="5min")
+    out, _ = regularise(frame("a", ts, np.arange(24, dtype=float)))
+    h = to_hourly(out)
+    assert h["value"].tolist() == [11.0, 23.0]
