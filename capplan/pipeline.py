@@ -40,6 +40,7 @@ from capplan.errors import InputError
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
 from forecasting import backtest as bt
+from forecasting import combine
 from forecasting.metrics import seasonal_scale
 from forecasting.regularise import RegulariseReport, regularise, to_hourly
 from forecasting.tiers import TIER_NAMES, make
@@ -80,7 +81,7 @@ class Prepared:
 
 
 @dataclass
-class Forecasts:
+class Forecasts:  # noqa: D101
     """``rolling[model]``: rolling-origin forecasts (5-minute grid) over tuning and
     evaluation windows; ``final``: the 7-day combined plan forecast per series;
     ``final_tiers``: each tier's own plan forecast."""
@@ -90,6 +91,7 @@ class Forecasts:
     final_tiers: dict[str, pd.DataFrame]
     fallbacks: dict[str, list[str]]
     warnings: dict[str, list[str]]
+    combination: dict[str, dict] = field(default_factory=dict)
 
 
 # 1 ------------------------------------------------------------------------------
@@ -146,37 +148,69 @@ def tier_options(cfg: CapplanConfig) -> dict[str, dict]:
     }
 
 
-def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = _noop) -> Forecasts:
-    """Rolling forecasts of every tier and benchmark, then the final 7-day plan forecast."""
+ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive")
+
+
+def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
+    """Rolling origins per series: hourly for inference (pre-scaling needs a fresh
+    forecast every hour), every 4 hours for training pools."""
+    return {sid: bt.origins(w, "1h" if prep.meta[sid].kind == "inference" else "4h")
+            for sid, w in prep.windows.items()}
+
+
+def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = _noop,
+                   extra_models: tuple[str, ...] = ()) -> Forecasts:
+    """Rolling forecasts of every tier and benchmark, the combined and calibrated
+    forecast, then the final 7-day plan forecast.
+
+    The combination and calibration (:mod:`forecasting.combine`) are fitted on
+    the tuning window and applied to every origin; the final forecast uses a
+    combination and calibration refitted on the evaluation window (the most
+    recent data). ``extra_models`` adds benchmark forecasters that are scored
+    but never combined (e.g. ``prophet``).
+    """
     opts = tier_options(cfg)
-    # training pools use the hourly tier only for scoring, so every 4th hour is enough there;
-    # inference pre-scaling needs a fresh forecast every hour
-    cadence = {"hourly": {"inference": "1h", "training": "4h"}, "daily": "1D", "weekly": "7D",
-               "seasonal_naive": "1D", "naive": "1D"}
     rolling, fallbacks, warns = {}, {}, {}
     upper = _upper(prep.h5)
-    for name, every in cadence.items():
+    omap = origin_map(prep)
+    for name in ROLLING_MODELS + tuple(extra_models):
         progress("forecast", f"rolling origins: {name}")
-        omap = {sid: bt.origins(w, every[prep.meta[sid].kind] if isinstance(every, dict) else every)
-                for sid, w in prep.windows.items()}
         f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, omap, seed, opts.get(name))
         rolling[name] = _sanitise(f, upper)
-        for sid, msg in fb.items():
-            fallbacks.setdefault(sid, []).append(msg)
+        if name in ROLLING_MODELS:
+            for sid, msg in fb.items():
+                fallbacks.setdefault(sid, []).append(msg)
         for sid, w in wr.items():
             warns.setdefault(sid, []).extend(w)
-    progress("forecast", "combining tiers at daily origins")
-    comb = []
+
+    progress("forecast", "combining and calibrating per lead band (fitted on the tuning window)")
+    actuals = {sid: pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+               for sid, g in prep.h5.groupby("series_id")}
+    combos, comb = {}, []
     for sid, w in prep.windows.items():
-        per = {t: rolling[t][rolling[t]["series_id"] == sid] for t in TIER_NAMES}
-        for o in bt.origins(w, "1D"):
-            comb.append(bt.combine_latest(per, o))
-    rolling["combined"] = pd.concat(comb, ignore_index=True) if comb else rolling["naive"].iloc[:0]
+        per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
+
+        def tune_rows(iss, ts, w=w):
+            return np.asarray((iss >= w.tune_start - STEP) & (ts < w.eval_start))
+
+        def eval_rows(iss, ts, w=w):
+            return np.asarray(iss >= w.eval_start - STEP)
+
+        spec = combine.learn_combination(per, actuals[sid], tune_rows)
+        c = combine.apply_combination(per, spec, sid)
+        off = combine.learn_calibration(c, actuals[sid], tune_rows)
+        comb.append(_sanitise(combine.apply_calibration(c, off), upper))
+        final_spec = combine.learn_combination(per, actuals[sid], eval_rows)
+        c_eval = combine.apply_combination(per, final_spec, sid)
+        final_off = combine.learn_calibration(c_eval, actuals[sid], eval_rows)
+        combos[sid] = {"rolling": {"combination": spec, "calibration": off},
+                       "final": {"combination": final_spec, "calibration": final_off}}
+    rolling["combined"] = pd.concat(comb, ignore_index=True)
 
     progress("forecast", "fitting the tiers on all history for the 7-day plan")
     final_tiers = {}
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
-    for name in TIER_NAMES:
+    for name in ROLLING_MODELS:
         m = make(name, seed=seed, **opts.get(name, {}))
         data = prep.h1 if m.step == "1h" else prep.h5
         if m.step == "1h":
@@ -186,8 +220,10 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         m.fit(data, prep.meta)
         f = m.predict(data)
         if m.step == "1h":
-            f["issued_at"] = f["issued_at"] + pd.Timedelta("1h") - STEP
             f = bt.expand_to_grid(f)
+        # every plan forecast counts as issued at the last observed point
+        f["issued_at"] = f["series_id"].map(last5)
+        f = f[f["timestamp"] > f["issued_at"]]
         final_tiers[name] = _sanitise(f, upper)
         for sid, msg in m.fallbacks.items():
             msgs = fallbacks.setdefault(sid, [])
@@ -195,8 +231,9 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
                 msgs.append(msg)
     finals = []
     for sid, last in last5.items():
-        per = {t: final_tiers[t][final_tiers[t]["series_id"] == sid] for t in TIER_NAMES}
-        c = bt.combine_latest(per, last)
+        per = {t: final_tiers[t][final_tiers[t]["series_id"] == sid] for t in ROLLING_MODELS}
+        c = combine.apply_combination(per, combos[sid]["final"]["combination"], sid)
+        c = combine.apply_calibration(c, combos[sid]["final"]["calibration"])
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
@@ -204,7 +241,8 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         c["series_id"], c["tier"], c["issued_at"] = sid, "combined", last
         finals.append(_sanitise(c[FORECAST_COLUMNS], upper))
     final = pd.concat(finals, ignore_index=True)
-    return Forecasts(rolling, final, final_tiers, fallbacks, warns)
+    final_tiers = {k: v for k, v in final_tiers.items() if k in TIER_NAMES}
+    return Forecasts(rolling, final, final_tiers, fallbacks, warns, combos)
 
 
 def _upper(h5: pd.DataFrame) -> dict[str, float]:
@@ -222,8 +260,9 @@ def _sanitise(f: pd.DataFrame, upper: dict[str, float]) -> pd.DataFrame:
 # 4 ------------------------------------------------------------------------------
 def backtest_stage(prep: Prepared, fc: Forecasts) -> dict[str, dict]:
     """Scores per series -> model -> band (``1h``, ``24h``, ``7d``, ``all``) on the
-    tuning + evaluation windows; MASE is scaled by the seasonal-naive (1 day)
-    in-sample MAE of the training part only."""
+    evaluation window (forecasts issued in it, targets in it); the combination
+    and calibration were fitted on the tuning window before it. MASE is scaled
+    by the seasonal-naive (1 day) in-sample MAE of the training part only."""
     out = {}
     for sid, w in prep.windows.items():
         g = prep.h5[prep.h5["series_id"] == sid]
@@ -231,7 +270,7 @@ def backtest_stage(prep: Prepared, fc: Forecasts) -> dict[str, dict]:
         scale = seasonal_scale(s[s.index < w.tune_start].to_numpy(), 288)
         out[sid] = {}
         for model, f in fc.rolling.items():
-            sc = bt.score(s, f[f["series_id"] == sid], scale, (w.tune_start, w.end))
+            sc = bt.score(s, f[f["series_id"] == sid], scale, (w.eval_start, w.end))
             if sc:
                 out[sid][model] = sc
     return out
@@ -266,18 +305,18 @@ def replay_input(prep: Prepared, fc: Forecasts, sid: str, start: pd.Timestamp, e
                       gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
                       history_before=g["value"].to_numpy()[ts < start])
     notes = [note] if note else []
+    comb = fc.rolling["combined"]
+    comb = comb[comb["series_id"] == sid]
     if meta.kind == "training":
-        wk = fc.rolling["weekly"]
-        dl = fc.rolling["daily"]
+        wk = dl = comb
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
-        inp.week_mean = period_lookup(wk[wk["series_id"] == sid], times, week_starts, pd.Timedelta("7D"), "mean")
-        inp.day_max = period_lookup(dl[dl["series_id"] == sid], times, day_starts, pd.Timedelta("1D"), "max")
+        inp.week_mean = period_lookup(wk, times, week_starts, pd.Timedelta("7D"), "mean")
+        inp.day_max = period_lookup(dl, times, day_starts, pd.Timedelta("1D"), "max")
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:
-        hr = fc.rolling["hourly"]
-        hr = hr[hr["series_id"] == sid]
+        hr = comb[(comb["timestamp"] - comb["issued_at"]) <= pd.Timedelta("1h")]
         if len(hr):
             issued, idx = latest_before(hr, times)
             hr = hr.sort_values(["issued_at", "timestamp"])

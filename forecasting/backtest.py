@@ -25,16 +25,12 @@ import numpy as np
 import pandas as pd
 
 from forecasting import metrics
+from forecasting.combine import BANDS
 from forecasting.tiers import make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
 STEP = pd.Timedelta("5min")
 DAY = pd.Timedelta("1D")
-BANDS: dict[str, tuple[pd.Timedelta, pd.Timedelta]] = {
-    "1h": (pd.Timedelta(0), pd.Timedelta("1h")),
-    "24h": (pd.Timedelta("1h"), pd.Timedelta("24h")),
-    "7d": (pd.Timedelta("24h"), pd.Timedelta("7D")),
-}
 
 
 @dataclass(frozen=True)
@@ -96,6 +92,20 @@ def origins(w: Windows, every: str) -> list[pd.Timestamp]:
     return out or [w.tune_start - STEP]
 
 
+def lead_cap(issued_at: pd.Series) -> np.ndarray:
+    """Longest lead kept for a rolling forecast issued at ``issued_at`` (5-minute origin).
+
+    Origins just before midnight UTC keep the full 7 days, those on a 4-hour
+    boundary keep 24 hours, the others 1 hour. Every band is scored at many
+    origins while the frames stay small.
+    """
+    b = pd.DatetimeIndex(issued_at) + STEP
+    cap = np.full(len(b), pd.Timedelta("1h").to_timedelta64())
+    cap[(b.hour % 4 == 0) & (b.minute == 0)] = pd.Timedelta("24h").to_timedelta64()
+    cap[(b.hour == 0) & (b.minute == 0)] = pd.Timedelta("7D").to_timedelta64()
+    return cap
+
+
 def expand_to_grid(f: pd.DataFrame) -> pd.DataFrame:
     """Expand hourly-bucket forecasts (``timestamp`` = bucket start) onto the
     5-minute grid: each row becomes 12 rows with the bucket's quantiles."""
@@ -109,7 +119,7 @@ def expand_to_grid(f: pd.DataFrame) -> pd.DataFrame:
 
 def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame, meta: dict[str, SeriesMeta],
                       origin_map: dict[str, list[pd.Timestamp]], seed: int = 0, options: dict | None = None,
-                      progress=None) -> tuple[pd.DataFrame, dict[str, str], dict[str, list[str]]]:
+                      progress=None, cap_leads: bool = True) -> tuple[pd.DataFrame, dict[str, str], dict[str, list[str]]]:
     """Forecasts of one forecaster at every origin, on the 5-minute grid.
 
     Parameters
@@ -119,6 +129,7 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
     origin_map: per series, 5-minute origins (see module docstring).
     options: keyword options for the forecaster.
     progress: optional callable ``(done, total)``.
+    cap_leads: keep only leads up to :func:`lead_cap` of each origin.
 
     Returns
     -------
@@ -148,6 +159,8 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
         if hourly:
             f["issued_at"] = f["issued_at"] + pd.Timedelta("1h") - STEP
             f = expand_to_grid(f)
+        if cap_leads and len(f):
+            f = f[(f["timestamp"] - f["issued_at"]).to_numpy() <= lead_cap(f["issued_at"])]
         frames.append(f)
         fallbacks.update(model.fallbacks)
         for s, w in model.warnings.items():
@@ -159,60 +172,18 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
     return out[FORECAST_COLUMNS], fallbacks, warns
 
 
-def combine_latest(tier_frames: dict[str, pd.DataFrame], at: pd.Timestamp,
-                   owners: dict[str, tuple[pd.Timedelta, pd.Timedelta]] | None = None) -> pd.DataFrame:
-    """Combine rolling tier forecasts into the forecast known at time ``at``.
-
-    For each tier, the latest forecast issued at or before ``at`` is taken; the
-    tier that owns a lead band supplies it (``hourly``: 0–1 h, ``daily``:
-    1–24 h, ``weekly``: 1–7 d, the bands of DESIGN.md's tier table). A band
-    whose owner has no forecast is taken from the next longer tier.
-    Output is a forecast frame with ``tier = "combined"`` and
-    ``issued_at = at``.
-    """
-    owners = owners or {"hourly": BANDS["1h"], "daily": BANDS["24h"], "weekly": BANDS["7d"]}
-    order = ["hourly", "daily", "weekly"]
-    latest = {}
-    for t, f in tier_frames.items():
-        g = f[f["issued_at"] <= at]
-        if len(g):
-            latest[t] = g[g["issued_at"] == g["issued_at"].max()]
-    parts = []
-    for i, t in enumerate(order):
-        lo, hi = owners[t]
-        src = next((latest[x] for x in order[i:] if x in latest), None)
-        if src is None:
-            continue
-        lead = src["timestamp"] - at
-        parts.append(src[(lead > lo) & (lead <= hi)])
-    if not parts:
-        return empty_forecast()
-    out = pd.concat(parts, ignore_index=True).drop_duplicates("timestamp").sort_values("timestamp")
-    out["tier"] = "combined"
-    out["issued_at"] = at
-    return out[FORECAST_COLUMNS].reset_index(drop=True)
-
-
-@dataclass
-class BacktestResult:
-    """Scores per model and band, plus the forecasts they came from.
-
-    ``scores[model][band]`` is a dict ``{"mase", "smape", "pinball",
-    "coverage_p95", "n"}``; ``band`` is ``1h``, ``24h``, ``7d`` or ``all``
-    (every lead the model forecasts).
-    """
-
-    series_id: str
-    scores: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-
-
 def score(actual5: pd.Series, forecasts: pd.DataFrame, scale: float, window: tuple[pd.Timestamp, pd.Timestamp]
           ) -> dict[str, dict[str, float]]:
     """Score one model's rolling forecasts for one series, per lead band.
 
-    Only targets inside ``window`` (inclusive) with a non-missing actual count.
+    Only forecasts issued at or after ``window[0] - 5 min`` whose targets lie
+    inside ``window`` (inclusive) with a non-missing actual count, so that a
+    combination or calibration fitted before the window is scored out of sample.
+    Returns ``{band: {"mase", "smape", "pinball", "coverage_p95", "n"}}`` with
+    band ``1h``, ``24h``, ``7d`` or ``all``.
     """
-    f = forecasts[(forecasts["timestamp"] >= window[0]) & (forecasts["timestamp"] <= window[1])]
+    f = forecasts[(forecasts["timestamp"] >= window[0]) & (forecasts["timestamp"] <= window[1])
+                  & (forecasts["issued_at"] >= window[0] - STEP)]
     a = actual5.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy()
     ok = np.isfinite(a)
     f, a = f[ok], a[ok]

@@ -122,25 +122,32 @@ class WeeklyProphet(Forecaster):
         return self
 
     def predict(self, history, origins=None):
+        """Quantiles at each origin. Prophet's forecast for a target does not depend on
+        data after its fit, so one ``predictive_samples`` call covers every origin of a
+        series (targets from the first origin + 1 h to the last origin + 168 h) and each
+        origin takes its own 168-hour slice."""
         frames = []
         step = pd.Timedelta("1h")
         for sid, ors in self._origins(history, origins).items():
             m = self.models.get(sid)
             s = series_values(history, sid)
-            for o in ors:
-                if m is None:
+            if m is None:
+                for o in ors:
                     ctx = s[s.index <= o].to_numpy()
                     season = 168 if len(ctx) >= 336 else 24
                     frames.append(self._frame(sid, o, naive_quantiles(ctx, self.horizon, season=season)))
-                    continue
-                ts = pd.date_range(o + step, periods=self.horizon, freq=step)
-                fut = self._frame_in(naive_utc(ts), sid)
-                np.random.seed(self.seed)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    samples = m.predictive_samples(fut)["yhat"]
-                q = np.quantile(samples, QUANTILES, axis=1).T
-                frames.append(self._frame(sid, o, q))
+                continue
+            ors = sorted(ors)
+            ts = pd.date_range(ors[0] + step, ors[-1] + step * self.horizon, freq=step)
+            fut = self._frame_in(naive_utc(ts), sid)
+            np.random.seed(self.seed)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                samples = m.predictive_samples(fut)["yhat"]
+            q = np.quantile(samples, QUANTILES, axis=1).T
+            for o in ors:
+                k = int((o - ors[0]) / step)
+                frames.append(self._frame(sid, o, q[k:k + self.horizon]))
         return self._concat(frames)
 
     # registry support -------------------------------------------------------
