@@ -250,6 +250,8 @@ def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Proble
         seen: dict[tuple, str] = {}
         targets: dict[tuple, str] = {}
         for f, o in group:
+            if isinstance(o, dict) and o.get("kind") == "Kustomization" and root is not None:
+                out += _kustomization(f, o, root)
             if not isinstance(o, dict) or "kind" not in o or not isinstance(o.get("metadata"), dict):
                 continue
             kind = o["kind"]
@@ -268,8 +270,6 @@ def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Proble
                                        f"{tkey[1]} {tkey[2]!r} is already scaled by {targets[tkey]}"))
                 else:
                     targets[tkey] = f
-            if kind == "Kustomization" and root is not None:
-                out += _kustomization(f, o, root)
     return out
 
 
