@@ -152,6 +152,8 @@ def test_cron_window_crosses_midnight_and_weekday():
         ("30 18 * * 6", "0 20 * * 6")
     assert cron_window("2026-11-28T17:00:00+00:00", "2026-11-28T18:00:00Z", "Asia/Shanghai") == \
         ("0 1 * * 0", "0 2 * * 0")
+    # a window of exactly one week would give start == end, which KEDA rejects
+    assert cron_window("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z", "UTC") == ("0 0 * * 1", "59 23 * * 0")
 
 
 def test_volcano_queue_from_plan(tmp_path):

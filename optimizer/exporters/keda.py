@@ -53,7 +53,10 @@ def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
         t = t.astimezone(z)
         return f"{t.minute} {t.hour} * * {t.isoweekday() % 7}"
 
-    return expr(start_iso), expr(end_iso)
+    start, end = expr(start_iso), expr(end_iso)
+    if start == end:  # a window of whole weeks: KEDA rejects start == end, so end one minute early
+        end = expr((dt.datetime.fromisoformat(end_iso) - dt.timedelta(minutes=1)).isoformat())
+    return start, end
 
 
 def fallback_replicas(plan: SeriesPlan, p: InferenceParams, ctx: Context, lo: int) -> int:

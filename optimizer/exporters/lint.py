@@ -15,7 +15,7 @@
 | ``keda-fallback`` | a ScaledObject has ``fallback``; no trigger has ``metricType: Value`` then | KEDA "Scaling Deployments" (fallback) |
 | ``keda-inline-credentials`` | no credentials in trigger metadata; ``authModes`` needs ``authenticationRef`` | KEDA Authentication docs |
 | ``keda-query-single-element`` | the PromQL query is one aggregation without ``by``/``without`` | KEDA Prometheus scaler docs |
-| ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end``, integer ``desiredReplicas`` | KEDA Cron scaler docs |
+| ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end`` that differ, integer ``desiredReplicas`` | KEDA Cron scaler docs |
 | ``volcano-queue-bounds`` | guarantee <= deserved <= capability per resource | Volcano Queue docs |
 | ``kustomization-resources`` | every listed resource exists, every manifest in the folder is listed | |
 """
@@ -189,6 +189,8 @@ def _scaled_object(file: str, o: dict, out: list[Problem]) -> None:
                 if len(fields) != 5 or not all(CRON_FIELD.match(x) for x in fields):
                     out.append(Problem(file, f"{base}.metadata.{k}", "cron-trigger",
                                        f"{md.get(k)!r} is not a 5-field cron expression"))
+            if md.get("start") is not None and md.get("start") == md.get("end"):
+                out.append(Problem(file, f"{base}.metadata.end", "cron-trigger", "start and end are the same"))
             d = md.get("desiredReplicas")
             if not re.fullmatch(r"\d+", str(d)):
                 out.append(Problem(file, f"{base}.metadata.desiredReplicas", "cron-trigger",
