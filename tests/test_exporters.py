@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from optimizer.exporters import WRITERS, ExportValidationError, render_all, write_all
-from optimizer.exporters.base import Doc, register
+from optimizer.exporters.base import Doc
 from optimizer.exporters.keda import cron_window
 from optimizer.exporters.lint import lint, lint_object
 from optimizer.exporters.names import assign_names, is_label, k8s_name, sanitise

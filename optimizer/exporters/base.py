@@ -8,7 +8,7 @@ from typing import Callable
 
 import yaml
 
-from optimizer.exporters.names import assign_names, k8s_name, workload_name
+from optimizer.exporters.names import assign_names, workload_name
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.policy import SeriesPlan
 
@@ -85,4 +85,4 @@ def render(doc: Doc) -> str:
     return header + text
 
 
-__all__ = ["Doc", "Context", "WRITERS", "register", "render", "k8s_name"]
+__all__ = ["Doc", "Context", "WRITERS", "register", "render"]
