@@ -35,6 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError
+from optimizer.exporters.settings import ExportSettings
 from optimizer.prices import GpuPrice, default_price_book
 
 
@@ -119,6 +120,20 @@ class PlanConfig(BaseModel):
     inference_bounds: dict = Field(default_factory=dict)
 
 
+class ExportConfig(ExportSettings):
+    """The ``export:`` section: what the manifest writers produce (fields and units in
+    :class:`optimizer.exporters.settings.ExportSettings`), e.g.::
+
+        export:
+          namespace: inference
+          autoscaler: keda            # or hpa (External DCGM metric via prometheus-adapter)
+          prometheus_url: http://prometheus-operated.monitoring.svc:9090
+          keda_auth: {mode: bearer, secret_name: capplan-prometheus-auth}
+          targets:
+            infer/llm-chat: {name: llm-chat, namespace: llm, gpus_per_replica: 2}
+    """
+
+
 class CapplanConfig(BaseModel):
     """The whole ``capplan.yaml``."""
 
@@ -130,7 +145,7 @@ class CapplanConfig(BaseModel):
     plan: PlanConfig = Field(default_factory=PlanConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
     prices: dict[str, GpuPrice] = Field(default_factory=dict)
-    export: dict = Field(default_factory=dict)
+    export: ExportConfig = Field(default_factory=ExportConfig)
 
     @field_validator("series")
     @classmethod

@@ -1,138 +1,128 @@
-"""Manifest writers: the dispatcher policy, HPA, KEDA ScaledObject and Volcano Queue.
+"""Manifest writers: the dispatcher policy, HPA, KEDA, Volcano, PriorityClass, kustomization.
 
-``write_all(plans, out_dir, settings)`` writes ``policy.yaml`` and
-``manifests/`` for a list of :class:`optimizer.policy.SeriesPlan`.
+One module per target, each registered by name in :data:`WRITERS`
+(:func:`optimizer.exporters.base.register`):
+
+* ``policy`` (:mod:`.policy`) — ``policy.yaml``, the DispatcherPolicy;
+* ``keda`` (:mod:`.keda`) — ScaledObject + TriggerAuthentication;
+* ``hpa`` (:mod:`.hpa`) — ``autoscaling/v2`` HPA on an External DCGM metric;
+* ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
+* ``volcano`` (:mod:`.volcano`) — a Queue per training pool;
+* ``priorityclass`` (:mod:`.priorityclass`) — the preemption tiers;
+
+plus ``manifests/kustomization.yaml`` (:mod:`.kustomization`) listing the set.
+
+Layout of the output folder::
+
+    policy.yaml
+    manifests/            kubectl apply -k manifests/
+      kustomization.yaml
+      <name>-scaledobject.yaml | <name>-hpa.yaml   (export.autoscaler: keda | hpa)
+      capplan-prometheus-<ns>-triggerauthentication.yaml
+      <name>-queue.yaml, capplan-*-priorityclass.yaml
+    adapter/prometheus-adapter-rules.yaml
+    alternatives/hpa/ or alternatives/keda/   the autoscaler not chosen (never both on one target)
 
 GPU utilisation is not a Kubernetes Resource metric (Resource metrics are cpu
 and memory only), so the HPA scales on an **External** metric served by
 prometheus-adapter from DCGM, and the KEDA ScaledObject uses a ``prometheus``
 trigger with an explicit PromQL aggregation.
+
+Every write is validated (:mod:`.validate`, :mod:`.lint`); a problem raises
+:class:`ExportValidationError` and nothing is kept.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-import yaml
-
+from optimizer.exporters import adapter, hpa, keda, policy, priorityclass, volcano  # noqa: F401  (registration)
+from optimizer.exporters.base import WRITERS, Context, Doc, register, render
+from optimizer.exporters.kustomization import kustomization
+from optimizer.exporters.names import assign_names, k8s_name
+from optimizer.exporters.settings import ExportSettings, coerce
+from optimizer.exporters.validate import ExportValidationError, Problem, validate_dir
 from optimizer.policy import SeriesPlan
 
-API_POLICY = "capplan.io/v1alpha1"
+ORDER = ("policy", "keda", "hpa", "adapter", "volcano", "priorityclass")
+OWNED = ("policy.yaml", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
 
 
-def k8s_name(series_id: str) -> str:
-    """RFC 1123 label from a series id: lower case, [a-z0-9-], at most 63 chars."""
-    s = re.sub(r"[^a-z0-9-]+", "-", series_id.lower()).strip("-")
-    return (s or "series")[:63].rstrip("-")
+def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
+    """``relative path -> YAML text`` of every file, without writing.
+
+    Raises
+    ------
+    ValueError: two series map to one object name, or a plan's params are invalid.
+    pydantic.ValidationError: invalid settings.
+    """
+    s = coerce(settings)
+    ctx = Context.build(plans, s)
+    docs: list[Doc] = []
+    for name in ORDER:
+        docs += WRITERS[name](plans, ctx)
+    for name in WRITERS:
+        if name not in ORDER:
+            docs += WRITERS[name](plans, ctx)
+    docs.append(kustomization(docs))
+    out: dict[str, str] = {}
+    for d in docs:
+        if d.path in out:
+            raise ValueError(f"two writers produced {d.path}")
+        out[d.path] = render(d)
+    return out
 
 
-def _hpa(p: SeriesPlan, name: str, ns: str) -> dict:
-    pr = p.params
-    target_pct = round(100 * pr["target_utilization"])
-    return {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app.kubernetes.io/managed-by": "capplan"}},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "minReplicas": max(1, int(pr["min_replicas"])),
-            "maxReplicas": int(pr["max_replicas"]),
-            "metrics": [{
-                "type": "External",
-                "external": {
-                    "metric": {"name": "capplan_gpu_utilization_percent",
-                               "selector": {"matchLabels": {"deployment": name}}},
-                    # AverageValue: per-replica percent of DCGM_FI_DEV_GPU_UTIL
-                    "target": {"type": "AverageValue", "averageValue": str(target_pct)},
-                },
-            }],
-            "behavior": {
-                "scaleUp": {"stabilizationWindowSeconds": int(pr["scale_up_window_s"]), "selectPolicy": "Max",
-                            "policies": [{"type": "Percent", "value": int(pr["scale_up_percent"]),
-                                          "periodSeconds": int(pr["period_s"])}]},
-                "scaleDown": {"stabilizationWindowSeconds": int(pr["scale_down_window_s"]), "selectPolicy": "Max",
-                              "policies": [{"type": "Percent", "value": int(pr["scale_down_percent"]),
-                                            "periodSeconds": int(pr["period_s"])}]},
-            },
-        },
-    }
+def schemas_dir(settings: ExportSettings) -> Path:
+    from optimizer.exporters.validate import default_schemas_dir
+
+    return Path(settings.schemas_dir) if settings.schemas_dir else default_schemas_dir()
 
 
-def _scaled_object(p: SeriesPlan, name: str, ns: str, prom_url: str) -> dict:
-    pr = p.params
-    target_pct = round(100 * pr["target_utilization"])
-    return {
-        "apiVersion": "keda.sh/v1alpha1",
-        "kind": "ScaledObject",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "scaleTargetRef": {"name": name},
-            "minReplicaCount": max(1, int(pr["min_replicas"])),
-            "maxReplicaCount": int(pr["max_replicas"]),
-            "fallback": {"failureThreshold": 3, "replicas": int(pr["max_replicas"])},
-            "advanced": {"horizontalPodAutoscalerConfig": {"behavior": _hpa(p, name, ns)["spec"]["behavior"]}},
-            "triggers": [{
-                "type": "prometheus",
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": prom_url,
-                    "query": f'sum(DCGM_FI_DEV_GPU_UTIL{{namespace="{ns}", pod=~"{name}-.*"}})',
-                    "threshold": str(target_pct),  # per replica (AverageValue): percent GPU utilisation
-                    "activationThreshold": "5",
-                    "ignoreNullValues": "false",
-                },
-            }],
-        },
-    }
+def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Path]:
+    """Write ``policy.yaml``, ``manifests/``, ``adapter/`` and ``alternatives/`` under ``out_dir``
+    and validate them. Returns the written paths.
 
+    ``out_dir`` should be a temporary folder that the caller renames into place
+    (the pipeline does, via ``capplan.atomic.replace_dir``).
 
-def _queue(p: SeriesPlan, name: str) -> dict:
-    pl = p.plan
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": {
-            "weight": 1,
-            "reclaimable": True,
-            "guarantee": {"resource": {"nvidia.com/gpu": str(pl["reserved_gpus"])}},
-            "deserved": {"nvidia.com/gpu": str(pl["deserved_gpus"])},
-            "capability": {"nvidia.com/gpu": str(pl["capability_gpus"])},
-        },
-    }
-
-
-def _policy(plans: list[SeriesPlan]) -> dict:
-    return {
-        "apiVersion": API_POLICY,
-        "kind": "DispatcherPolicy",
-        "metadata": {"name": "capplan"},
-        "spec": {"series": [
-            {"seriesId": p.series_id, "kind": p.kind, "unit": p.unit, "gpuModel": p.gpu_model,
-             "params": p.params, "plan": p.plan, "forecastVersion": p.forecast_version,
-             "expected": {"recommended": p.recommended.model_dump(), "baseline": p.baseline.model_dump()}}
-            for p in plans]},
-    }
-
-
-def write_all(plans: list[SeriesPlan], out_dir: Path, settings: dict | None = None) -> list[Path]:
-    """Write ``policy.yaml`` and ``manifests/*.yaml`` under ``out_dir``. Returns the paths."""
-    settings = settings or {}
-    ns = settings.get("namespace", "default")
-    prom = settings.get("prometheus_url", "http://prometheus.monitoring.svc:9090")
+    Raises
+    ------
+    ExportValidationError: any schema or lint problem in the written files
+        (an error, never a warning).
+    ValueError, pydantic.ValidationError: see :func:`render_all`.
+    """
+    s = coerce(settings)
     out_dir = Path(out_dir)
-    man = out_dir / "manifests"
-    man.mkdir(parents=True, exist_ok=True)
+    files = render_all(plans, s)
     paths = []
-    pol = out_dir / "policy.yaml"
-    pol.write_text(yaml.safe_dump(_policy(plans), sort_keys=False))
-    paths.append(pol)
-    for p in plans:
-        name = k8s_name(p.series_id)
-        docs = [_hpa(p, name, ns), _scaled_object(p, name, ns, prom)] if p.kind == "inference" else [_queue(p, name)]
-        for d in docs:
-            f = man / f"{name}-{d['kind'].lower()}.yaml"
-            f.write_text(yaml.safe_dump(d, sort_keys=False))
-            paths.append(f)
+    for rel, text in files.items():
+        p = out_dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        paths.append(p)
+    problems = validate_dir_subset(out_dir, list(files), s)
+    if problems:
+        raise ExportValidationError(problems)
     return paths
+
+
+def validate_dir_subset(root: Path, rels: list[str], settings: ExportSettings) -> list[Problem]:
+    """Validate the exporter's own files under ``root`` (other files such as parquet are ignored)."""
+    from optimizer.exporters.lint import lint
+    from optimizer.exporters.validate import load_docs, validate_object
+
+    problems: list[Problem] = []
+    items = []
+    sd = schemas_dir(settings)
+    for rel in sorted(rels):
+        docs, probs = load_docs(root / rel, rel)
+        problems += probs
+        for d in docs:
+            problems += validate_object(d, rel, sd, settings.kubernetes_version)
+            items.append((rel, d))
+    return problems + lint(items, root)
+
+
+__all__ = ["write_all", "render_all", "WRITERS", "register", "Doc", "Context", "ExportSettings",
+           "ExportValidationError", "Problem", "validate_dir", "k8s_name", "assign_names", "OWNED"]

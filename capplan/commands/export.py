@@ -1,0 +1,112 @@
+"""``capplan export``: render, check or diff the dispatcher policy and manifests.
+
+* ``capplan export --validate DIR`` — check every YAML/JSON file under DIR
+  (also ones edited by hand): Kubernetes strict schemas, the KEDA/Volcano CRD
+  schemas, the DispatcherPolicy schema and the lint rules. Prints one line per
+  problem, ``file: path: [rule] message``; exit 1 if any, 0 if none.
+  Exit 2 for a missing folder.
+* ``capplan export --out DIR`` — re-render ``policy.yaml`` and the manifests
+  from ``--policy`` (default ``DIR/policy.yaml``) with the ``export:``
+  settings of ``--config``; the folder is swapped in atomically and files the
+  exporter does not own (parquet, report.json) are kept.
+* ``--diff`` — print a unified diff of what that would change, write nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from capplan.errors import InputError
+
+
+def _existing(out_dir: Path) -> dict[str, str]:
+    from optimizer.exporters import OWNED
+
+    found = {}
+    for top in OWNED:
+        p = out_dir / top
+        if p.is_file():
+            found[top] = p.read_text()
+        elif p.is_dir():
+            for f in sorted(p.rglob("*")):
+                if f.is_file():
+                    found[f.relative_to(out_dir).as_posix()] = f.read_text(errors="replace")
+    return found
+
+
+def diff_text(old: dict[str, str], new: dict[str, str]) -> str:
+    """Unified diff of two ``path -> text`` sets (``a/`` = on disk, ``b/`` = rendered)."""
+    chunks = []
+    for rel in sorted(set(old) | set(new)):
+        a, b = old.get(rel), new.get(rel)
+        if a == b:
+            continue
+        chunks.extend(difflib.unified_diff(
+            (a or "").splitlines(keepends=True), (b or "").splitlines(keepends=True),
+            fromfile=f"a/{rel}" if a is not None else "/dev/null",
+            tofile=f"b/{rel}" if b is not None else "/dev/null"))
+    return "".join(chunks)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    def export(
+        validate: Optional[Path] = typer.Option(None, "--validate", help="Check every manifest under this folder "
+                                                "(schemas and lint rules); exit 1 if any problem."),
+        out_dir: Path = typer.Option(Path("capplan-out"), "--out", help="Output folder of `capplan plan`."),
+        policy: Optional[Path] = typer.Option(None, "--policy", help="DispatcherPolicy to render from "
+                                              "(default: OUT/policy.yaml)."),
+        config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml; its `export:` section "
+                                              "sets namespace, autoscaler, targets, ..."),
+        diff: bool = typer.Option(False, "--diff", help="Show what would change in OUT; write nothing."),
+    ):
+        """Validate, re-render or diff the dispatcher policy and Kubernetes manifests."""
+        from capplan.config import load_config
+        from optimizer.exporters import ExportValidationError, render_all, write_all
+        from optimizer.exporters.policy import read_policy
+        from optimizer.exporters.validate import validate_dir
+
+        cfg = load_config(config)
+        sd = cfg.export.schemas_dir
+        if validate is not None:
+            if not validate.is_dir():
+                raise InputError(f"--validate {validate}: no such folder")
+            problems = validate_dir(validate, sd, cfg.export.kubernetes_version)
+            for p in problems:
+                typer.echo(str(p))
+            n = len(list(f for f in validate.rglob("*") if f.suffix in (".yaml", ".yml", ".json")))
+            typer.echo(f"{len(problems)} problem(s) in {n} file(s) under {validate}", err=True)
+            sys.exit(1 if problems else 0)  # typer.Exit codes are swallowed by the CLI's standalone_mode=False
+
+        src = policy or out_dir / "policy.yaml"
+        if not src.is_file():
+            raise InputError(f"--policy {src}: file not found (run `capplan plan` first or pass --policy)")
+        try:
+            plans = read_policy(src)
+        except Exception as exc:  # yaml, schema shape or pydantic errors: bad input
+            raise InputError(f"--policy {src}: not a readable DispatcherPolicy: {exc}") from None
+        if diff:
+            text = diff_text(_existing(out_dir), render_all(plans, cfg.export))
+            typer.echo(text if text else f"no changes in {out_dir}", nl=bool(not text))
+            raise typer.Exit(0)
+
+        from capplan import atomic
+        from optimizer.exporters import OWNED
+
+        root = out_dir.resolve()
+        try:
+            with atomic.replace_dir(out_dir) as tmp:
+                if out_dir.is_dir():
+                    shutil.copytree(out_dir, tmp, dirs_exist_ok=True,
+                                    ignore=lambda d, names: [n for n in names if Path(d).resolve() == root and n in OWNED])
+                written = write_all(plans, tmp, cfg.export)
+        except ExportValidationError as exc:
+            typer.echo(str(exc), err=True)
+            sys.exit(1)
+        typer.echo(f"wrote {len(written)} files to {out_dir}/ (kubectl apply -k {out_dir}/manifests)")

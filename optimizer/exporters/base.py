@@ -1,0 +1,88 @@
+"""Shared pieces of the writers: the document type, the registry and YAML output."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import yaml
+
+from optimizer.exporters.names import assign_names, workload_name
+from optimizer.exporters.settings import ExportSettings, TargetSettings
+from optimizer.policy import SeriesPlan
+
+MANAGED_BY = {"app.kubernetes.io/managed-by": "capplan"}
+SERIES_ANNOTATION = "capplan.io/series-id"
+FORECAST_ANNOTATION = "capplan.io/forecast-version"
+SCALE_TO_ZERO_ANNOTATION = "capplan.io/allow-scale-to-zero"
+
+
+@dataclass
+class Doc:
+    """One file to write: ``path`` relative to the output folder, the object, and
+    ``notes`` (key -> comment written at the end of every line holding that key)."""
+
+    path: str
+    obj: dict
+    notes: dict[str, str] = field(default_factory=dict)
+    header: str = ""
+
+
+@dataclass
+class Context:
+    """What every writer gets besides the plans."""
+
+    settings: ExportSettings
+    names: dict[str, str]
+
+    @classmethod
+    def build(cls, plans: list[SeriesPlan], settings: ExportSettings) -> "Context":
+        return cls(settings, assign_names([p.series_id for p in plans]))
+
+    def target(self, plan: SeriesPlan) -> TargetSettings:
+        """The workload of an inference series, defaults filled in."""
+        t = self.settings.targets.get(plan.series_id, TargetSettings())
+        return t.model_copy(update={"name": t.name or workload_name(plan.series_id),
+                                    "namespace": t.namespace or self.settings.namespace})
+
+    def meta(self, plan: SeriesPlan | None, name: str, namespace: str | None = None) -> dict:
+        m: dict = {"name": name}
+        if namespace:
+            m["namespace"] = namespace
+        m["labels"] = dict(MANAGED_BY)
+        if plan is not None:
+            m["annotations"] = {SERIES_ANNOTATION: plan.series_id, FORECAST_ANNOTATION: plan.forecast_version or ""}
+        return m
+
+
+Writer = Callable[[list[SeriesPlan], Context], list[Doc]]
+WRITERS: dict[str, Writer] = {}
+
+
+def register(name: str) -> Callable[[Writer], Writer]:
+    """Decorator: add a writer to :data:`WRITERS` under ``name``."""
+
+    def deco(fn: Writer) -> Writer:
+        WRITERS[name] = fn
+        return fn
+
+    return deco
+
+
+def render(doc: Doc) -> str:
+    """YAML text of a document (``yaml.safe_dump``), with ``notes`` as end-of-line comments."""
+    text = yaml.safe_dump(doc.obj, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    if doc.notes:
+        lines = []
+        for line in text.splitlines():
+            m = re.match(r"^\s*(?:- )?([A-Za-z0-9_.\-/]+):", line)
+            if m and m.group(1) in doc.notes and "#" not in line:
+                line = f"{line}  # {doc.notes[m.group(1)]}"
+            lines.append(line)
+        text = "\n".join(lines) + "\n"
+    header = "".join(f"# {h}\n" if h else "#\n" for h in doc.header.splitlines()) if doc.header else ""
+    return header + text
+
+
+__all__ = ["Doc", "Context", "WRITERS", "register", "render"]

@@ -1,0 +1,102 @@
+"""``autoscaling/v2`` HorizontalPodAutoscaler for inference services.
+
+GPU utilisation is not a Resource metric: Resource metrics are ``cpu`` and
+``memory`` only (Kubernetes docs, "Horizontal Pod Autoscaling", "Support for
+resource metrics"), so ``type: Resource`` with ``name: nvidia.com/gpu`` never
+works. The HPA scales on an **External** metric instead, served by
+prometheus-adapter from the DCGM exporter (rule in :mod:`.adapter`):
+
+* metric: ``capplan_gpu_util_<name>`` = ``sum(DCGM_FI_DEV_GPU_UTIL{pod=~"<deployment>-..."})``,
+  the summed utilisation in **percent** (0–100 per GPU) of the service's GPUs;
+* target: ``AverageValue`` = ``target_utilization`` (ratio) × 100 ×
+  ``gpus_per_replica``, i.e. percent points **per replica** — for an External
+  metric the HPA divides the metric by the current replica count
+  (HPA docs, "Autoscaling on metrics not related to Kubernetes objects").
+
+``behavior`` comes from the tuned policy: stabilisation windows (0–3600 s) and
+one ``Percent`` rate policy per direction with ``periodSeconds`` (1–1800 s)
+(HPA docs, "Configurable scaling behavior"). Resource metrics (cpu, memory)
+are added only when ``export.resource_metrics`` configures them.
+"""
+
+from __future__ import annotations
+
+from optimizer.exporters.base import Context, Doc, register
+from optimizer.policy import InferenceParams, SeriesPlan
+
+THRESHOLD_NOTE = ("percent points per replica: AverageValue divides the summed DCGM_FI_DEV_GPU_UTIL (0-100 per GPU) "
+                  "by the replica count")
+
+
+def quantity(x: float) -> str:
+    """A Kubernetes quantity string for a plain number (``70``, ``65.5``)."""
+    x = round(float(x), 3)
+    return str(int(x)) if x == int(x) else f"{x:g}"
+
+
+def min_replicas(p: InferenceParams, allow_zero: bool) -> int:
+    """``min_replicas``, raised to 1 unless scale to zero is configured."""
+    return int(p.min_replicas) if (allow_zero and p.min_replicas == 0) else max(1, int(p.min_replicas))
+
+
+def target_percent(p: InferenceParams, gpus_per_replica: int) -> float:
+    """Per-replica threshold in percent points: ratio × 100 × GPUs per replica."""
+    return p.target_utilization * 100.0 * gpus_per_replica
+
+
+def behavior(p: InferenceParams) -> dict:
+    """HPA ``behavior`` from the tuned policy (windows and periods in seconds, values in percent)."""
+    return {
+        "scaleUp": {"stabilizationWindowSeconds": int(p.scale_up_window_s), "selectPolicy": "Max",
+                    "policies": [{"type": "Percent", "value": int(p.scale_up_percent),
+                                  "periodSeconds": int(p.period_s)}]},
+        "scaleDown": {"stabilizationWindowSeconds": int(p.scale_down_window_s), "selectPolicy": "Max",
+                      "policies": [{"type": "Percent", "value": int(p.scale_down_percent),
+                                    "periodSeconds": int(p.period_s)}]},
+    }
+
+
+def external_metric_name(name: str) -> str:
+    return "capplan_gpu_util_" + name.replace("-", "_")
+
+
+def pod_regex(target_name: str, kind: str) -> str:
+    """Pods of a Deployment are ``<name>-<rs hash>-<pod hash>``; of a StatefulSet ``<name>-<ordinal>``."""
+    return f"{target_name}-[0-9]+" if kind == "StatefulSet" else f"{target_name}-[a-z0-9]+-[a-z0-9]+"
+
+
+def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
+    p = InferenceParams(**plan.params)
+    t = ctx.target(plan)
+    name = ctx.names[plan.series_id]
+    metrics = [{
+        "type": "External",
+        "external": {
+            "metric": {"name": external_metric_name(name)},
+            "target": {"type": "AverageValue", "averageValue": quantity(target_percent(p, t.gpus_per_replica))},
+        },
+    }]
+    for res, pct in sorted(ctx.settings.resource_metrics.items()):
+        metrics.append({"type": "Resource",
+                        "resource": {"name": res, "target": {"type": "Utilization", "averageUtilization": int(pct)}}})
+    obj = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": ctx.meta(plan, name, t.namespace),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": t.kind, "name": t.name},
+            "minReplicas": max(1, int(p.min_replicas)),
+            "maxReplicas": int(p.max_replicas),
+            "metrics": metrics,
+            "behavior": behavior(p),
+        },
+    }
+    folder = "manifests" if ctx.settings.autoscaler == "hpa" else "alternatives/hpa"
+    return Doc(f"{folder}/{name}-hpa.yaml", obj, notes={"averageValue": THRESHOLD_NOTE},
+               header=f"HPA for series {plan.series_id}; needs the prometheus-adapter rule in adapter/")
+
+
+@register("hpa")
+def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
+    """One HPA per inference series."""
+    return [hpa(p, ctx) for p in plans if p.kind == "inference"]

@@ -1,0 +1,142 @@
+"""The dispatcher policy, ``policy.yaml``: capplan's own Kubernetes-style object.
+
+``apiVersion: capplan.io/v1alpha1``, ``kind: DispatcherPolicy``; the published
+JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
+(``spec.series[]``):
+
+* ``capacity`` (training): the plan for each lead time —
+  ``reserved`` (lead ``P7D``, bought weekly), ``onDemand`` and ``spot``
+  (lead ``P1D``, bought daily), plus ``capabilityGpus``, ``deservedGpus``,
+  ``quotaGpus`` (GPU counts);
+* ``scaling`` (inference): ``minReplicas``, ``maxReplicas``,
+  ``targetUtilization`` (**ratio** 0–1), ``prescale`` windows
+  (UTC ISO ``start``/``end``, ``desiredReplicas``) with their lead time;
+* ``params``: the tuned parameters, keys in camelCase, units as in
+  :mod:`optimizer.policy` (ratios 0–1, ``*Percent`` in percent, ``*S`` seconds);
+* ``expected``: ``recommended`` and ``baseline`` replay metrics
+  (``costUsd`` in USD, ``coverage`` and ``idleRatio`` ratios, ``unmet`` in
+  GPU- or replica-hours);
+* ``forecastVersion``, ``validFrom``, ``fallbacks``.
+
+:func:`read_policy` parses the file back into :class:`SeriesPlan` objects;
+write -> read gives the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from optimizer.exporters.base import Context, Doc, register
+from optimizer.policy import Metrics, SeriesPlan
+
+API_VERSION = "capplan.io/v1alpha1"
+KIND = "DispatcherPolicy"
+PATH = "policy.yaml"
+LEAD = {"reserved": "P7D", "onDemand": "P1D", "spot": "P1D"}
+_TRAIN_KEYS = {"reserved_gpus": "reserved", "on_demand_gpus": "onDemand", "spot_gpus": "spot"}
+_TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGpus", "quota_gpus": "quotaGpus"}
+_INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization"}
+
+
+def camel(key: str) -> str:
+    """``scale_up_window_s`` -> ``scaleUpWindowS``."""
+    head, *rest = key.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def snake(key: str) -> str:
+    """Inverse of :func:`camel` for keys made of lower-case words and digits."""
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
+
+
+def _camel_dict(d: dict) -> dict:
+    return {camel(k): v for k, v in d.items()}
+
+
+def _snake_dict(d: dict) -> dict:
+    return {snake(k): v for k, v in d.items()}
+
+
+def series_entry(p: SeriesPlan, name: str) -> dict:
+    pl = dict(p.plan)
+    e: dict = {"seriesId": p.series_id, "name": name, "kind": p.kind, "unit": p.unit, "gpuModel": p.gpu_model,
+               "timezone": p.timezone, "forecastVersion": p.forecast_version, "validFrom": pl.pop("valid_from", None)}
+    if p.kind == "training":
+        cap = {v: {"leadTime": LEAD[v], "gpus": pl.pop(k)} for k, v in _TRAIN_KEYS.items() if k in pl}
+        cap.update({v: pl.pop(k) for k, v in _TRAIN_FLAT.items() if k in pl})
+        e["capacity"] = cap
+    else:
+        sc = {v: pl.pop(k) for k, v in _INF_FLAT.items() if k in pl}
+        lead = int(p.params.get("prescale_lead_s", 0))
+        sc["prescale"] = {"leadTime": f"PT{lead}S",
+                          "windows": [{"start": w["start"], "end": w["end"],
+                                       "desiredReplicas": int(w["desired_replicas"])}
+                                      for w in pl.pop("prescale", []) or []]}
+        e["scaling"] = sc
+    if pl:
+        e["planExtra"] = pl
+    e["params"] = _camel_dict(p.params)
+    e["expected"] = {"recommended": _camel_dict(p.recommended.model_dump()),
+                     "baseline": _camel_dict(p.baseline.model_dump())}
+    e["fallbacks"] = list(p.fallbacks)
+    return e
+
+
+def policy_object(plans: list[SeriesPlan], ctx: Context) -> dict:
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": "capplan", "labels": {"app.kubernetes.io/managed-by": "capplan"}},
+            "spec": {"series": [series_entry(p, ctx.names[p.series_id]) for p in plans]}}
+
+
+@register("policy")
+def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
+    return [Doc(PATH, policy_object(plans, ctx),
+                header="capplan dispatcher policy; schema: schemas/dispatcherpolicy.schema.json\n"
+                       "ratios are 0-1, costs USD, unmet in GPU-hours (training) or replica-hours (inference)")]
+
+
+def plans_from_policy(obj: dict) -> list[SeriesPlan]:
+    """Rebuild :class:`SeriesPlan` objects from a parsed DispatcherPolicy.
+
+    Raises
+    ------
+    ValueError: not a DispatcherPolicy of this apiVersion.
+    """
+    if not isinstance(obj, dict) or obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
+        raise ValueError(f"not a {API_VERSION} {KIND}")
+    out = []
+    for e in obj["spec"]["series"]:
+        plan: dict = {}
+        if e["kind"] == "training":
+            cap = e.get("capacity", {})
+            for k, v in _TRAIN_KEYS.items():
+                if v in cap:
+                    plan[k] = cap[v]["gpus"]
+            for k, v in _TRAIN_FLAT.items():
+                if v in cap:
+                    plan[k] = cap[v]
+        else:
+            sc = e.get("scaling", {})
+            for k, v in _INF_FLAT.items():
+                if v in sc:
+                    plan[k] = sc[v]
+            plan["prescale"] = [{"start": w["start"], "end": w["end"], "desired_replicas": w["desiredReplicas"]}
+                                for w in sc.get("prescale", {}).get("windows", [])]
+        if e.get("validFrom") is not None:
+            plan["valid_from"] = e["validFrom"]
+        plan.update(e.get("planExtra", {}))
+        out.append(SeriesPlan(
+            series_id=e["seriesId"], kind=e["kind"], unit=e["unit"], gpu_model=e.get("gpuModel", "default"),
+            timezone=e.get("timezone", "UTC"), params=_snake_dict(e.get("params", {})), plan=plan,
+            recommended=Metrics(**_snake_dict(e["expected"]["recommended"])),
+            baseline=Metrics(**_snake_dict(e["expected"]["baseline"])),
+            forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
+    return out
+
+
+def read_policy(path: str | Path) -> list[SeriesPlan]:
+    """Read ``policy.yaml`` (``yaml.safe_load``) back into plans. Raises ValueError / yaml.YAMLError."""
+    return plans_from_policy(yaml.safe_load(Path(path).read_text()))

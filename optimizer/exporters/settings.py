@@ -1,0 +1,122 @@
+"""Export settings (the ``export:`` section of ``capplan.yaml``).
+
+Units: ratios are 0–1, percentages are named ``*_percent``, seconds ``*_s``.
+``capplan.config.ExportConfig`` subclasses :class:`ExportSettings`, so the
+optimizer layer never imports ``capplan``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class TargetSettings(BaseModel):
+    """Where one inference series runs: the workload the autoscaler scales."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, description="Deployment name (RFC 1123 label); default: the series "
+                             "id's last part, sanitised")
+    namespace: str | None = None
+    kind: Literal["Deployment", "StatefulSet"] = "Deployment"
+    gpus_per_replica: int = Field(default=1, ge=1, description="GPUs each replica holds (scales the per-replica "
+                                  "threshold of the summed DCGM utilisation)")
+
+
+class KedaAuthSettings(BaseModel):
+    """How KEDA authenticates to Prometheus. Credentials come from a Secret that
+    the cluster owner creates; capplan writes only the reference.
+
+    See KEDA docs "Prometheus" scaler (``authModes``) and "Authentication"
+    (``TriggerAuthentication.spec.secretTargetRef``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["none", "bearer", "basic"] = "bearer"
+    secret_name: str = "capplan-prometheus-auth"
+    bearer_key: str = "bearerToken"
+    username_key: str = "username"
+    password_key: str = "password"
+
+    @field_validator("secret_name")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if len(v) > 253 or not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", v):
+            raise ValueError(f"{v!r} is not a valid Secret name (RFC 1123 subdomain)")
+        return v
+
+
+class ExportSettings(BaseModel):
+    """What the manifest writers produce and how.
+
+    * ``autoscaler``: which inference autoscaler goes into ``manifests/``
+      (``keda`` — a ScaledObject with a prometheus trigger and cron pre-scaling;
+      ``hpa`` — an ``autoscaling/v2`` HPA on an External metric served by
+      prometheus-adapter). The other one is written to ``alternatives/`` so
+      that two autoscalers never fight over one Deployment.
+    * ``gpu_metric``: the DCGM gauge scaled on; ``DCGM_FI_DEV_GPU_UTIL`` is a
+      percentage 0–100 per GPU (NVIDIA DCGM field reference), so thresholds are
+      written in percent.
+    * ``activation_threshold_percent``: KEDA ``activationThreshold``: compared
+      with the whole query result (not per replica); only matters for 0 <-> 1.
+    * ``fallback_failure_threshold``/``fallback_replicas``: KEDA ``fallback``;
+      ``fallback_replicas=None`` uses the largest forecast pre-scale need, else
+      ``max_replicas``.
+    * ``allow_scale_to_zero``: permit ``minReplicaCount: 0`` (KEDA only).
+    * ``reclaimable``: Volcano ``Queue.spec.reclaimable``.
+    * ``resource_metrics``: extra HPA Resource metrics (``cpu``/``memory``
+      target utilisation in percent), off unless configured.
+    * ``kubernetes_version``: schema version for ``kubernetes-validate``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    namespace: str = "default"
+    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    autoscaler: Literal["keda", "hpa"] = "keda"
+    gpu_metric: str = "DCGM_FI_DEV_GPU_UTIL"
+    pod_label: str = "pod"
+    activation_threshold_percent: float = Field(default=5, ge=0)
+    fallback_failure_threshold: int = Field(default=3, ge=1)
+    fallback_replicas: int | None = Field(default=None, ge=0)
+    polling_interval_s: int = Field(default=30, ge=1)
+    cooldown_period_s: int = Field(default=300, ge=0)
+    allow_scale_to_zero: bool = False
+    reclaimable: bool = True
+    queue_weight: int = Field(default=1, ge=1)
+    gpu_resource: str = "nvidia.com/gpu"
+    resource_metrics: dict[Literal["cpu", "memory"], int] = Field(default_factory=dict)
+    priority_classes: bool = True
+    targets: dict[str, TargetSettings] = Field(default_factory=dict)
+    keda_auth: KedaAuthSettings = Field(default_factory=KedaAuthSettings)
+    kubernetes_version: str = "1.30"
+    schemas_dir: str | None = Field(default=None, description="folder with the CRD schemas; default: the packaged ones")
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        if not _RFC1123_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid namespace (RFC 1123 label)")
+        return v
+
+    @field_validator("resource_metrics")
+    @classmethod
+    def _pct(cls, v: dict) -> dict:
+        for k, x in v.items():
+            if not 1 <= x <= 1000:
+                raise ValueError(f"resource_metrics.{k}: {x} is a percent of the request, expected 1–1000")
+        return v
+
+
+def coerce(settings) -> ExportSettings:
+    """``None`` | dict | ExportSettings -> ExportSettings (raises pydantic ValidationError)."""
+    if settings is None:
+        return ExportSettings()
+    if isinstance(settings, ExportSettings):
+        return settings
+    if isinstance(settings, BaseModel):
+        return ExportSettings.model_validate(settings.model_dump())
+    return ExportSettings.model_validate(dict(settings))
