@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: maps errors to exit codes."""
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        rc = app(args=argv, standalone_mode=False)
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
@@ -71,4 +71,5 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(exc.exit_code)
         typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INTERNAL)
-    sys.exit(0)
+    # with standalone_mode=False click returns the code of typer.Exit(n) instead of raising
+    sys.exit(rc if isinstance(rc, int) else 0)

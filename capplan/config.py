@@ -116,6 +116,7 @@ class PlanConfig(BaseModel):
     cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
     queue_unmet: bool = False
     random_search: bool = True
+    workers: int | None = Field(default=None, ge=1, description="processes for the per-series search (default: up to 2)")
     training_bounds: dict = Field(default_factory=dict)
     inference_bounds: dict = Field(default_factory=dict)
 

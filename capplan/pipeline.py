@@ -333,63 +333,85 @@ def replay_input(prep: Prepared, fc: Forecasts, sid: str, start: pd.Timestamp, e
     return inp, notes
 
 
+@dataclass
+class SearchTask:
+    """Everything one series' search needs, picklable for the executor."""
+
+    series_id: str
+    kind: str
+    tune: ReplayInput
+    evalw: ReplayInput
+    plan: dict
+    seed: int
+    notes: list[str]
+
+
+def search_one(task: SearchTask) -> SearchOutcome:
+    """Tune one series on its tuning window; replay tuned, random-search and
+    baseline policies on its evaluation window."""
+    from capplan.config import PlanConfig
+
+    pc = PlanConfig(**task.plan)
+    tune, evalw, seed = task.tune, task.evalw, task.seed
+    d = tune.demand[np.isfinite(tune.demand)]
+    mean_d = float(d.mean()) if len(d) else 0.0
+    ref_cost = max(mean_d, 1e-6) * len(tune.times) * STEP.total_seconds() / 3600 * tune.price.on_demand \
+        * tune.gpus_per_unit
+    if task.kind == "training":
+        space = training_space(pc.training_bounds)
+
+        def evaluate(p, inp):
+            return replay_training(inp, p, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, seed)
+
+        def run_baseline(inp):
+            return base.training_baseline(inp, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, seed)
+    else:
+        past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
+        peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
+        space = inference_space(peak, pc.inference_bounds)
+
+        def evaluate(p, inp):
+            return replay_inference(inp, p, pc.cold_start_s)
+
+        def run_baseline(inp):
+            return base.inference_baseline(inp, pc.cold_start_s)
+
+    gp = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, pc.coverage_target, ref_cost,
+                    pc.penalty, "gp")
+    trials = list(gp.trials)
+    tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
+        run_baseline(tune)[0], pc.coverage_target, ref_cost, pc.penalty), "reference_cost_usd": ref_cost}
+    rnd_eval = None
+    if pc.random_search:
+        rnd = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, pc.coverage_target, ref_cost,
+                         pc.penalty, "random")
+        trials += rnd.trials
+        tuning["random_objective"] = rnd.best_objective
+        rnd_eval = evaluate(rnd.best_params, evalw)[0]
+    rec, rec_series = evaluate(gp.best_params, evalw)
+    bl, bl_series = run_baseline(evalw)
+    replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
+                           "provisioned_recommended": rec_series["provisioned"],
+                           "provisioned_baseline": bl_series["provisioned"]})
+    return SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, task.notes)
+
+
 def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0,
                  progress: Progress = _noop) -> dict[str, SearchOutcome]:
     """Tune each series on its tuning window; score tuned, random-search and
-    baseline policies on the evaluation window, which the search never saw."""
-    pc = cfg.plan
-    out = {}
-    for i, (sid, w) in enumerate(sorted(prep.windows.items())):
-        meta = prep.meta[sid]
-        progress("search", f"[{i + 1}/{len(prep.windows)}] {sid}")
+    baseline policies on the evaluation window, which the search never saw.
+    Series run in parallel through :func:`capplan.executor.map_series`."""
+    from capplan.executor import map_series
+
+    tasks = []
+    for sid, w in sorted(prep.windows.items()):
         tune, tnotes = replay_input(prep, fc, sid, w.tune_start, w.eval_start - STEP, cfg)
         evalw, _ = replay_input(prep, fc, sid, w.eval_start, w.end, cfg)
-        d = tune.demand[np.isfinite(tune.demand)]
-        mean_d = float(d.mean()) if len(d) else 0.0
-        ref_cost = max(mean_d, 1e-6) * len(tune.times) * STEP.total_seconds() / 3600 * tune.price.on_demand \
-            * tune.gpus_per_unit
-        if meta.kind == "training":
-            space = training_space(pc.training_bounds)
-
-            def evaluate(p, inp):
-                return replay_training(inp, p, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, seed)[0]
-
-            def run_baseline(inp):
-                return base.training_baseline(inp, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, seed)
-        else:
-            past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
-            peak = float(np.max(past)) if len(past) else float(np.nanmax(tune.demand) if len(d) else 1.0)
-            space = inference_space(peak, pc.inference_bounds)
-
-            def evaluate(p, inp):
-                return replay_inference(inp, p, pc.cold_start_s)[0]
-
-            def run_baseline(inp):
-                return base.inference_baseline(inp, pc.cold_start_s)
-
-        gp = run_search(lambda p: evaluate(p, tune), space, pc.n_calls, seed, pc.coverage_target, ref_cost,
-                        pc.penalty, "gp")
-        trials = list(gp.trials)
-        rnd_eval = None
-        tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-            run_baseline(tune)[0], pc.coverage_target, ref_cost, pc.penalty)}
-        if pc.random_search:
-            rnd = run_search(lambda p: evaluate(p, tune), space, pc.n_calls, seed, pc.coverage_target, ref_cost,
-                             pc.penalty, "random")
-            trials += rnd.trials
-            tuning["random_objective"] = rnd.best_objective
-            rnd_eval = evaluate(rnd.best_params, evalw)
-        if meta.kind == "training":
-            rec, rec_series = replay_training(evalw, gp.best_params, pc.interruption_rate, pc.recovery_s,
-                                              pc.queue_unmet, seed)
-        else:
-            rec, rec_series = replay_inference(evalw, gp.best_params, pc.cold_start_s)
-        bl, bl_series = run_baseline(evalw)
-        replay = pd.DataFrame({"series_id": sid, "timestamp": evalw.times, "demand": evalw.demand,
-                               "provisioned_recommended": rec_series["provisioned"],
-                               "provisioned_baseline": bl_series["provisioned"]})
-        out[sid] = SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, tnotes)
-    return out
+        tasks.append(SearchTask(sid, prep.meta[sid].kind, tune, evalw, cfg.plan.model_dump(), seed, tnotes))
+    progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random)")
+    results = map_series(search_one, tasks, cfg.plan.workers,
+                         on_done=lambda i, n: progress("search", f"[{i}/{n}] {tasks[i - 1].series_id}"))
+    return {t.series_id: r for t, r in zip(tasks, results)}
 
 
 # 6 ------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class Space:
 
 def training_space(bounds: dict | None = None) -> Space:
     """Training pool: reservation ratio, forecast quantile, daily headroom, spot fraction."""
-    b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 0.9),
+    b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
          "quantile": ["p50", "p90", "p95", "p99"], **(bounds or {})}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
             Categorical(list(b["quantile"]), name="quantile"),
@@ -141,7 +141,8 @@ def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "gp":
-            res = gp_minimize(f, space.dims, n_calls=n_calls, n_initial_points=n_init, random_state=seed)
+            res = gp_minimize(f, space.dims, n_calls=n_calls, n_initial_points=n_init, random_state=seed,
+                              n_points=2000)
         elif method == "random":
             res = dummy_minimize(f, space.dims, n_calls=n_calls, random_state=seed)
         else:

@@ -184,14 +184,24 @@ class DailyLSTM(Forecaster):
         return self
 
     def predict(self, history, origins=None):
+        """Quantiles at every origin in one batched ``model.predict`` call (no per-step
+        calls, which would retrace). Scaling and calendar features are computed once
+        per series and sliced per origin."""
         frames, batch_x, batch_f, keys = [], [], [], []
         for sid, ors in self._origins(history, origins).items():
             s = series_values(history, sid)
             scale = self.scale.get(sid) or (float(max(np.nanquantile(s, 0.99), 1.0)) if s.notna().any() else 1.0)
             tz = self.tz.get(sid, "UTC")
+            if self.model is not None and len(s):
+                v = s.ffill().bfill().fillna(0.0).to_numpy(dtype="float32") / scale
+                fut_idx = pd.date_range(s.index[-1] + pd.Timedelta("1h"), periods=HORIZON, freq="1h")
+                cal = calendar_features(s.index.append(fut_idx), tz)
+                present = s.notna().to_numpy()
             for o in ors:
-                ctx = s[s.index <= o]
-                if self.model is None or len(ctx) < LOOKBACK or ctx.iloc[-LOOKBACK:].notna().sum() < LOOKBACK // 2:
+                e = int(s.index.searchsorted(o, side="right")) - 1  # last position <= origin
+                enough = self.model is not None and e >= LOOKBACK - 1 and present[e - LOOKBACK + 1:e + 1].sum() >= LOOKBACK // 2
+                if not enough:
+                    ctx = s.iloc[: e + 1]
                     if self.model is None and sid not in self.fallbacks:
                         self.fallbacks[sid] = "daily: too little hourly history to train the LSTM; seasonal-naive used"
                     elif sid not in self.fallbacks:
@@ -199,10 +209,13 @@ class DailyLSTM(Forecaster):
                                                "seasonal-naive used")
                     frames.append(self._frame(sid, o, naive_quantiles(ctx.to_numpy(), HORIZON, season=24)))
                     continue
-                x, f, _ = self._windows(ctx, scale, tz, np.array([len(ctx) - 1]), False)
-                batch_x.append(x[0]); batch_f.append(f[0]); keys.append((sid, o, scale))
+                lo = e - LOOKBACK + 1
+                batch_x.append(np.column_stack([v[lo:e + 1], cal[lo:e + 1]]))
+                batch_f.append(cal[e + 1:e + 1 + HORIZON].ravel())
+                keys.append((sid, o, scale))
         if keys:
-            pred = self.model.predict([np.asarray(batch_x), np.asarray(batch_f)], batch_size=512, verbose=0)
+            pred = self.model.predict([np.asarray(batch_x, dtype="float32"), np.asarray(batch_f, dtype="float32")],
+                                      batch_size=512, verbose=0)
             for (sid, o, scale), q in zip(keys, pred):
                 frames.append(self._frame(sid, o, np.asarray(q, dtype="float64") * scale))
         return self._concat(frames)
