@@ -209,8 +209,12 @@ class PromServer:
 
 
 def start_prometheus(prom: str, data_dir: Path, workdir: Path, web_config: str | None = None,
-                     ready_auth: tuple | None = None, timeout: float = 30) -> PromServer:
-    """Start ``prometheus`` on 127.0.0.1:<free port> serving ``data_dir`` and wait until ready."""
+                     ready_auth: tuple | None = None, timeout: float = 30, tls_ca: str | None = None) -> PromServer:
+    """Start ``prometheus`` on 127.0.0.1:<free port> serving ``data_dir`` and wait until ready.
+
+    ``web_config``: content of ``--web.config.file`` (basic auth, TLS); ``ready_auth``
+    and ``tls_ca`` are what the readiness probe needs to get through it.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = workdir / "prometheus.yml"
     cfg.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
@@ -223,19 +227,33 @@ def start_prometheus(prom: str, data_dir: Path, workdir: Path, web_config: str |
         args.append(f"--web.config.file={wc}")
     log = workdir / "prometheus.log"
     proc = subprocess.Popen(args, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=workdir)
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if tls_ca else 'http'}://127.0.0.1:{port}"
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
         if proc.poll() is not None:
             raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
         try:
-            if requests.get(f"{url}/-/ready", timeout=1, auth=ready_auth).status_code == 200:
+            if requests.get(f"{url}/-/ready", timeout=1, auth=ready_auth, verify=tls_ca or True).status_code == 200:
                 return PromServer(proc, url, workdir, log)
         except requests.RequestException:
             pass
         time.sleep(0.1)
     proc.kill()
     raise RuntimeError(f"prometheus not ready after {timeout} s: {log.read_text()[-2000:]}")
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (``openssl``): (cert.pem, key.pem); it is its own CA."""
+    if not shutil.which("openssl"):
+        msg = "openssl not found (Debian package `openssl`)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
 
 
 def basic_auth_web_config(user: str = BASIC_USER, hash_: str = BASIC_HASH) -> str:
@@ -315,13 +333,13 @@ def prom(prom_data, tmp_path_factory):
 
 @pytest.fixture
 def prom_factory(prom_data, tmp_path):
-    """Start extra servers on copies of the data: ``prom_factory(web_config=None, ready_auth=None)``."""
+    """Start extra servers on copies of the data: ``prom_factory(web_config=None, ready_auth=None, tls_ca=None)``."""
     servers = []
 
-    def make(web_config: str | None = None, ready_auth: tuple | None = None) -> PromServer:
+    def make(web_config: str | None = None, ready_auth: tuple | None = None, tls_ca: str | None = None) -> PromServer:
         i = len(servers)
         d = prom_data.copy(tmp_path / f"tsdb{i}")
-        srv = start_prometheus(prom_data.prometheus, d, tmp_path / f"prom{i}", web_config, ready_auth)
+        srv = start_prometheus(prom_data.prometheus, d, tmp_path / f"prom{i}", web_config, ready_auth, tls_ca=tls_ca)
         servers.append(srv)
         return srv
 

@@ -108,6 +108,20 @@ def test_require_prometheus_fails_under_ci(monkeypatch):
         pf.require_prometheus()
 
 
+def test_ingest_cli_bad_input_exits_2(tmp_path, capsys):
+    p = tmp_path / "c.yaml"
+    p.write_text("series: [{id: a, query: up}]\n")
+    code, _, err = run_cli(["ingest", "--config", str(p)], capsys)
+    assert code == 2 and "no `prometheus:` section" in err
+    p.write_text("prometheus: {url: 'http://127.0.0.1:9'}\nseries: [{id: a, query: up}]\n")
+    code, _, err = run_cli(["ingest", "--config", str(p), "--series", "nope"], capsys)
+    assert code == 2 and "--series nope: not in the config; known: a" in err
+    code, _, err = run_cli(["ingest", "--config", str(p), "--start", "2020-05-02", "--end", "2020-05-01"], capsys)
+    assert code == 2 and "must be before --end" in err
+    code, _, err = run_cli(["ingest", "--config", str(p), "--start", "yesterday"], capsys)
+    assert code == 2 and "--start 'yesterday'" in err
+
+
 # -- against the real server ------------------------------------------------------------
 def test_ingest_values_equal_source_and_resume(prom, prom_data, tmp_path, capsys):
     cfg = tmp_path / "c.yaml"
@@ -260,6 +274,18 @@ def test_basic_auth_right_and_wrong(prom_factory, tmp_path):
     assert not (tmp_path / "s2").exists()
 
 
+def test_tls_verified_by_default(prom_factory, tmp_path):
+    cert, key = pf.self_signed_cert(tmp_path)
+    srv = prom_factory(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n", tls_ca=str(cert))
+    assert srv.url.startswith("https://")
+    series = [{"id": "train/vc6YE", **K8S}]
+    end = (T0 + pd.Timedelta(hours=1)).isoformat()
+    [bad] = ingest(cfg_for(srv.url, series, tmp_path / "s1"), start=T0.isoformat(), end=end)
+    assert bad.status == "failed" and bad.exit_code == 2 and "TLS verification failed" in bad.error
+    [ok] = ingest(cfg_for(srv.url, series, tmp_path / "s2", ca_file=str(cert)), start=T0.isoformat(), end=end)
+    assert ok.status == "ok" and ok.new_points == 13
+
+
 def test_server_stopped_mid_pull_leaves_store_unchanged(prom_factory, prom_data, tmp_path):
     srv = prom_factory()
     store = tmp_path / "store"
@@ -323,7 +349,7 @@ def test_plan_from_store_after_ingest(prom, tmp_path, capsys):
     cfg.write_text(json.dumps({
         "prometheus": {"url": prom.url}, "store": "store",
         "series": [{"id": "train/vc6YE", "kind": "training", "unit": "gpu", "gpu_model": "V100-32GB", **K8S}],
-        "plan": {"n_calls": 6},
+        "plan": {"n_calls": 6, "tune_days": 3, "eval_days": 3},
         "forecast": {"lstm_epochs": 1, "lstm_max_windows": 200, "prophet_samples": 50}}))
     start = (T_END - pd.Timedelta(days=22)).isoformat()
     code, _, err = run_cli(["ingest", "--config", str(cfg), "--start", start, "--end", T_END.isoformat(), "-q"], capsys)

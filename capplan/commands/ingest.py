@@ -22,11 +22,16 @@ class Format(str, Enum):
 
 def render_table(results) -> Table:
     """One row per series: status, points pulled, points stored, stored range, time."""
-    t = Table(title="capplan ingest")
+    t = Table(title="capplan ingest (times UTC)")
     for col in ("series", "status", "new points", "stored points", "first", "last", "seconds"):
-        t.add_column(col, justify="right" if col in ("new points", "stored points", "seconds") else "left")
+        t.add_column(col, justify="right" if col in ("new points", "stored points", "seconds") else "left",
+                     no_wrap=col in ("series", "first", "last"))
+
+    def short(iso):
+        return iso[:16].replace("T", " ") if iso else ""
+
     for r in results:
-        t.add_row(r.series_id, r.status, f"{r.new_points:,}", f"{r.total_points:,}", r.first or "", r.last or "",
+        t.add_row(r.series_id, r.status, f"{r.new_points:,}", f"{r.total_points:,}", short(r.first), short(r.last),
                   f"{r.seconds:.1f}")
     return t
 

@@ -62,10 +62,11 @@ class PrometheusError(SourceError):
     """A request failed for good. ``status`` is the HTTP status (None: no response);
     ``bad_input`` is True for 4xx (a bad query or refused credentials): exit code 2."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, bad_input: bool | None = None):
         super().__init__(message)
         self.status = status
-        self.bad_input = status is not None and 400 <= status < 500 and status != 429
+        self.bad_input = (status is not None and 400 <= status < 500 and status != 429) if bad_input is None \
+            else bad_input
 
 
 class _Transient(Exception):
@@ -245,8 +246,8 @@ class PrometheusClient:
         except requests.Timeout:
             raise _Transient(f"no answer within timeout_s={self.cfg.timeout_s:g} s") from None
         except requests.exceptions.SSLError as exc:
-            raise PrometheusError(f"TLS verification failed ({type(exc).__name__}); set prometheus.ca_file "
-                                  "to the server's CA") from None
+            raise PrometheusError("TLS verification failed (SSLError); set prometheus.ca_file to the "
+                                  "server's CA bundle", bad_input=True) from None
         except requests.ConnectionError as exc:
             reason = str(exc.args[0]) if exc.args else ""
             reason = re.sub(r".*\] ", "", reason.split("(Caused by ")[-1]).rstrip(")'\"") if reason else ""
@@ -274,12 +275,14 @@ class PrometheusClient:
                 f"{what}: Prometheus at {self.cfg.url} failed after {self.cfg.retries + 1} attempt(s): {exc}"),
                 exc.status) from None
         except PrometheusError as exc:
-            if exc.status in (401, 403):
+            if exc.status is None:
+                msg = f"{what}: Prometheus at {self.cfg.url}: {exc}"
+            elif exc.status in (401, 403):
                 msg = (f"{what}: Prometheus at {self.cfg.url} refused the credentials (HTTP {exc.status}: {exc}); "
                        f"check {self._auth_hint}")
             else:
                 msg = f"{what}: Prometheus at {self.cfg.url} rejected the request (HTTP {exc.status}): {exc}"
-            raise PrometheusError(self.scrub(msg), exc.status) from None
+            raise PrometheusError(self.scrub(msg), exc.status, exc.bad_input) from None
         raise AssertionError("unreachable")
 
 
