@@ -361,4 +361,4 @@ def test_plan_from_store_after_ingest(prom, tmp_path, capsys):
     assert report["run"]["source"] == "store" and list(report["series"]) == ["train/vc6YE"]
     assert (out / "policy.yaml").is_file() and (out / "report.json").is_file()
     hist = pd.read_parquet(out / "history.parquet")
-    assert hist["timestamp"].min() == pd.Timestamp(start)
+    assert hist["timestamp"].min() == pd.Timestamp(start).ceil("5min")  # the first step-grid point
