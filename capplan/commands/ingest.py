@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
 
         def on_series(r):
             if r.status == "failed" or r.status == "empty":
-                progress("ingest", f"{r.series_id}: {r.status}: {r.error}")
+                progress("ingest", f"{r.series_id}: {r.status} (error below)")
             else:
                 progress("ingest", f"{r.series_id}: {r.status}, {r.new_points:,} new points, "
                          f"{r.total_points:,} stored ({r.seconds:.1f} s)")
