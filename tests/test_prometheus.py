@@ -79,6 +79,12 @@ def test_string_values_parse_to_float_and_utc():
     t, x = parse_values([[1588262400, "1.5"], [1588262460.0, "NaN"], [1588262520, "+Inf"], [1588262580, "-Inf"]])
     assert x[0] == 1.5 and np.isnan(x[1]) and x[2] == np.inf and x[3] == -np.inf
     assert pd.Timestamp(int(t[0]), unit="ms", tz="UTC") == T0
+    gap = [[1588262400, "1"], [1588262460, "2"], [1588262580, "3"]]  # a missing minute
+    for step in (None, 60):
+        t, x = parse_values(gap, step)
+        np.testing.assert_array_equal(t, np.array([1588262400, 1588262460, 1588262580]) * 1000)
+    t, _ = parse_values([[1588262400, "1"], [1588262460, "2"], [1588262520, "3"]], 60)
+    np.testing.assert_array_equal(t, np.array([1588262400, 1588262460, 1588262520]) * 1000)
 
 
 def test_escaping_keeps_label_values_one_string():
