@@ -39,6 +39,26 @@ from optimizer.exporters.settings import ExportSettings
 from optimizer.prices import GpuPrice, default_price_book
 
 
+_DUR_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: str) -> int:
+    """A Prometheus duration (``30s``, ``5m``, ``1h30m``, ``30d``) in whole seconds (>= 1).
+
+    Raises ValueError for anything else.
+    """
+    import re
+
+    t = str(text).strip()
+    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", t)
+    if not t or "".join(n + u for n, u in parts) != t:
+        raise ValueError(f"{text!r} is not a duration such as 30s, 5m, 1h or 30d")
+    secs = sum(int(n) * _DUR_UNITS[u] for n, u in parts)
+    if secs < 1 or secs != int(secs):
+        raise ValueError(f"{text!r}: must be a whole number of seconds, at least 1s")
+    return int(secs)
+
+
 class BasicAuth(BaseModel):
     """HTTP basic auth; the password is read from the env variable ``password_env``."""
 
@@ -57,8 +77,29 @@ class PrometheusConfig(BaseModel):
     ca_file: str | None = None
     verify_tls: bool = True
     timeout_s: float = Field(default=30, gt=0)
-    max_points_per_request: int = Field(default=11000, ge=100, le=11000)
-    retries: int = Field(default=4, ge=0, le=20)
+    max_points_per_request: int = Field(default=11000, ge=100, le=11000,
+                                        description="points per series per query_range (Prometheus allows 11,000)")
+    retries: int = Field(default=4, ge=0, le=20, description="retries after a timeout, connection error or 5xx/429")
+    backoff_s: float = Field(default=1.0, ge=0, description="first retry wait; doubles per retry, capped at 30 s")
+    default_lookback: str = Field(default="30d", description="range of a first pull when --start is not given")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v):
+        from urllib.parse import urlparse
+
+        u = urlparse(v)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ValueError("must be an http:// or https:// URL")
+        if u.username or u.password:
+            raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env")
+        return v.rstrip("/")
+
+    @field_validator("default_lookback")
+    @classmethod
+    def _lookback(cls, v):
+        parse_duration(v)
+        return v
 
     @model_validator(mode="after")
     def _one_auth(self):
@@ -83,12 +124,40 @@ class SeriesConfig(BaseModel):
     timezone: str = "Asia/Shanghai"
     namespace: str | None = None
     target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference)")
+    params: dict[str, str] = Field(default_factory=dict, description="template parameters, e.g. metric, window")
+    aggregate: Literal["sum", "avg", "max", "min"] | None = Field(
+        default=None, description="how several returned label sets combine; default: the query's outer aggregation")
 
     @model_validator(mode="after")
     def _query_or_template(self):
         if bool(self.query) == bool(self.template):
             raise ValueError(f"series {self.id!r}: set exactly one of 'query' or 'template'")
+        if self.template:
+            from capplan import promql
+
+            try:
+                promql.render(self.template, self.selector, self.params)
+            except InputError as exc:
+                raise ValueError(f"series {self.id!r}: {exc}") from None
+        elif self.selector or self.params:
+            raise ValueError(f"series {self.id!r}: selector and params apply to a template, not to query")
+        try:
+            parse_duration(self.step)
+        except ValueError as exc:
+            raise ValueError(f"series {self.id!r}: step: {exc}") from None
         return self
+
+    def promql(self) -> str:
+        """The PromQL to pull: ``query`` as written, or the rendered ``template`` (see :mod:`capplan.promql`)."""
+        if self.query:
+            return self.query
+        from capplan import promql
+
+        return promql.render(self.template, self.selector, self.params)
+
+    def step_seconds(self) -> int:
+        """``step`` in whole seconds."""
+        return parse_duration(self.step)
 
 
 class ForecastConfig(BaseModel):

@@ -62,3 +62,4 @@ def plan_run(tmp_path_factory, fast_config):
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout)
     return out, report, r.stderr
+from tests.prom_fixture import prom, prom_data, prom_factory  # noqa: F401,E402

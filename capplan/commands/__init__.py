@@ -1,5 +1,5 @@
 """Subcommands. Each module has ``register(app)``; add new ones to COMMANDS."""
 
-from capplan.commands import export, plan
+from capplan.commands import export, ingest, plan
 
-COMMANDS = [plan, export]
+COMMANDS = [plan, ingest, export]

@@ -1,0 +1,86 @@
+"""``capplan ingest``: pull the config's series from Prometheus into the local store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from capplan.config import load_config
+from capplan.console import StageProgress, out
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def render_table(results) -> Table:
+    """One row per series: status, points pulled, points stored, stored range, time."""
+    t = Table(title="capplan ingest (times UTC)")
+    for col in ("series", "status", "new points", "stored points", "first", "last", "seconds"):
+        t.add_column(col, justify="right" if col in ("new points", "stored points", "seconds") else "left",
+                     no_wrap=col in ("series", "first", "last"))
+
+    def short(iso):
+        return iso[:16].replace("T", " ") if iso else ""
+
+    for r in results:
+        t.add_row(r.series_id, r.status, f"{r.new_points:,}", f"{r.total_points:,}", short(r.first), short(r.last),
+                  f"{r.seconds:.1f}")
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ingest")
+    def ingest(
+        config: Path = typer.Option(..., "--config", help="capplan.yaml with `prometheus:` and `series:` (see the README)."),
+        start: Optional[str] = typer.Option(None, "--start", help="ISO 8601 start (naive = UTC). Default: one step "
+                                            "after the stored last timestamp, or prometheus.default_lookback (30d) ago."),
+        end: Optional[str] = typer.Option(None, "--end", help="ISO 8601 end (naive = UTC). Default: now."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help="Pull only this series id (repeatable)."),
+        fmt: Format = typer.Option(Format.table, "--format", help="table (human) or json (results on stdout)."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    ):
+        """Pull history from Prometheus into the store, resuming where the last pull ended.
+
+        Exit codes: 0 every series pulled (or already up to date); 2 bad input (config, a query
+        Prometheus rejects, refused credentials, a query with no samples); 1 Prometheus unreachable
+        or failing (5xx) after the retries. A failed series keeps its previously stored history.
+        """
+        from capplan.sources.prometheus import ingest as run_ingest
+        from capplan.store import Store
+
+        cfg = load_config(config)
+        progress = StageProgress(enabled=not quiet)
+
+        def on_chunk(sid, i, n, pts):
+            if n > 1 or i == n:
+                progress("ingest", f"{sid}: chunk {i}/{n}, {pts:,} points")
+
+        def on_series(r):
+            if r.status == "failed" or r.status == "empty":
+                progress("ingest", f"{r.series_id}: {r.status} (error below)")
+            else:
+                progress("ingest", f"{r.series_id}: {r.status}, {r.new_points:,} new points, "
+                         f"{r.total_points:,} stored ({r.seconds:.1f} s)")
+            for note in r.notes:
+                progress("ingest", f"{r.series_id}: note: {note}")
+
+        results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=series,
+                             on_chunk=on_chunk, on_series=on_series)
+        if fmt is Format.json:
+            typer.echo(json.dumps([r.as_dict() for r in results]))
+        else:
+            out.print(render_table(results))
+        failed = [r for r in results if r.exit_code]
+        for r in failed:
+            typer.echo(f"error: {r.error}", err=True)
+        code = 0 if not failed else (2 if all(r.exit_code == 2 for r in failed) else 1)
+        if code:
+            sys.exit(code)

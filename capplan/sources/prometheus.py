@@ -1,0 +1,469 @@
+"""Pull history from Prometheus (``prometheus-api-client``) into the local store.
+
+What this module guarantees (issue 3):
+
+* **Chunks on the step grid.** A range is cut into ``query_range`` requests
+  of at most ``prometheus.max_points_per_request`` points (default 11,000,
+  Prometheus' own limit is 11,000 steps per series). Every chunk starts on a
+  multiple of the step since the Unix epoch, and the next chunk starts one
+  step after the previous end, so chunks never overlap or shift.
+* **Values are strings** in the API (``"1.5"``, ``"NaN"``, ``"+Inf"``); they
+  are parsed to float64 (NaN and +/-inf kept as such). Epoch seconds become
+  ``datetime64[ns, UTC]``.
+* **Label-set changes** (pod restarts, renamed labels): when a query returns
+  several label sets they are combined per timestamp with the query's outer
+  aggregation (``sum by (pod) (...)`` -> sum), or the series' ``aggregate``
+  setting. Without either, label sets may follow each other in time but must
+  not overlap; an overlap is an error, never silently dropped or double counted.
+* **Incremental.** Without ``--start`` a pull resumes one step after the
+  store's last timestamp (first pull: ``prometheus.default_lookback``, 30 days).
+* **Retries** with exponential backoff (tenacity) on timeouts, connection
+  errors, HTTP 5xx and 429: ``prometheus.retries`` (4) retries, first wait
+  ``prometheus.backoff_s`` (1 s), doubling, capped at 30 s.
+* **Clear 4xx errors** naming the series id, the query and Prometheus' own
+  error text; credentials (read only from the environment) never appear in a
+  message.
+* **All or nothing per series.** Chunks are collected in memory and the
+  series is written with one :meth:`capplan.store.Store.write_series` call
+  after the last chunk, so a failure mid-pull leaves the stored series as it
+  was.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone as dt_tz
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import requests
+import tenacity
+from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
+from urllib3.util.retry import Retry
+
+from capplan.config import CapplanConfig, PrometheusConfig, SeriesConfig, parse_duration
+from capplan.errors import InputError, SourceError
+from capplan.promql import TEMPLATES, outer_aggregation
+from capplan.store import Store
+from forecasting.types import HISTORY_COLUMNS, SeriesMeta
+
+ChunkCallback = Callable[[str, int, int, int], None]
+"""``on_chunk(series_id, chunk_index (1-based), n_chunks, points_so_far)``."""
+
+
+class PrometheusError(SourceError):
+    """A request failed for good. ``status`` is the HTTP status (None: no response);
+    ``bad_input`` is True for 4xx (a bad query or refused credentials): exit code 2."""
+
+    def __init__(self, message: str, status: int | None = None, bad_input: bool | None = None):
+        super().__init__(message)
+        self.status = status
+        self.bad_input = (status is not None and 400 <= status < 500 and status != 429) if bad_input is None \
+            else bad_input
+
+
+class _Transient(Exception):
+    """A failure worth retrying (timeout, connection error, 5xx, 429)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+# -- grid and chunks -----------------------------------------------------------------
+def chunk_ranges(start_s: int, end_s: int, step_s: int, max_points: int = 11000) -> list[tuple[int, int]]:
+    """Split ``[start_s, end_s]`` (epoch seconds) into query_range windows on the step grid.
+
+    ``start_s`` is rounded up and ``end_s`` down to multiples of ``step_s``;
+    each window holds at most ``max_points`` grid points (both ends included)
+    and the next starts one step after the previous end. Empty list when the
+    aligned range is empty.
+    """
+    if step_s <= 0 or max_points < 1:
+        raise ValueError("step_s and max_points must be positive")
+    s = -(-start_s // step_s) * step_s
+    e = (end_s // step_s) * step_s
+    out = []
+    while s <= e:
+        ce = min(e, s + (max_points - 1) * step_s)
+        out.append((s, ce))
+        s = ce + step_s
+    return out
+
+
+# -- parsing ------------------------------------------------------------------------
+def parse_values(values: list, step_s: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``[[epoch_s, "value"], ...]`` -> (int64 epoch milliseconds, float64 values).
+
+    ``"NaN"``, ``"+Inf"`` and ``"-Inf"`` parse to nan, inf and -inf. With
+    ``step_s``, a gap-free run (Prometheus returns sorted grid points, so the
+    span equals (n - 1) steps) gets its timestamps by arithmetic instead of a
+    per-point conversion.
+    """
+    n = len(values)
+    x = np.array([v[1] for v in values], dtype=np.float64)
+    if n > 1 and step_s:
+        t0 = int(round(values[0][0] * 1000))
+        if int(round(values[-1][0] * 1000)) - t0 == (n - 1) * step_s * 1000:
+            return t0 + np.arange(n, dtype=np.int64) * (step_s * 1000), x
+    ts = np.fromiter((v[0] for v in values), dtype=np.float64, count=n)
+    return np.rint(ts * 1000.0).astype(np.int64), x
+
+
+def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None, what: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Combine the label sets a query returned into one series.
+
+    ``parts``: (labels, epoch ms, values) per label set and chunk. ``how``:
+    sum, avg, max, min (count -> sum, group -> max) or None. With None, label
+    sets must not overlap in time. Returns (epoch ms sorted, values, notes).
+
+    Raises SourceError (``what`` names series and query) when ``how`` is None
+    and two label sets have a value at the same timestamp.
+    """
+    notes: list[str] = []
+    if not parts:
+        return np.empty(0, np.int64), np.empty(0, np.float64), notes
+    keys = {tuple(sorted(lbl.items())) for lbl, _, _ in parts}
+    ts = np.concatenate([p[1] for p in parts])
+    x = np.concatenate([p[2] for p in parts])
+    if len(keys) == 1:
+        order = np.argsort(ts, kind="stable")
+        ts, x = ts[order], x[order]
+        keep = np.ones(len(ts), bool)
+        keep[1:] = ts[1:] != ts[:-1]
+        return ts[keep], x[keep], notes
+    how = {"count": "sum", "group": "max"}.get(how, how)
+    frame = pd.DataFrame({"t": ts, "v": x, "k": np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(parts)])})
+    if how is None:
+        dup = frame["t"].duplicated(keep=False)
+        if dup.any():
+            t0 = pd.Timestamp(int(frame.loc[dup, "t"].iloc[0]), unit="ms", tz="UTC")
+            raise SourceError(
+                f"{what}: the query returned {len(keys)} label sets that overlap in time (first at {t0.isoformat()}); "
+                "wrap it in an aggregation such as sum(...) or set `aggregate: sum|avg|max|min` for the series")
+        notes.append(f"{len(keys)} label sets followed each other in time (e.g. renamed labels); joined")
+        frame = frame.sort_values("t")
+        return frame["t"].to_numpy(np.int64), frame["v"].to_numpy(np.float64), notes
+    g = frame.groupby("t", sort=True)["v"]
+    agg = {"sum": g.sum, "avg": g.mean, "max": g.max, "min": g.min}[how]()
+    notes.append(f"{len(keys)} label sets combined with {how}")
+    return agg.index.to_numpy(np.int64), agg.to_numpy(np.float64), notes
+
+
+def to_frame(series_id: str, ts_ms: np.ndarray, values: np.ndarray) -> pd.DataFrame:
+    """History frame (series_id, timestamp datetime64[ns, UTC], value float64)."""
+    return pd.DataFrame({
+        "series_id": pd.Series([series_id] * len(ts_ms), dtype="object"),
+        "timestamp": pd.to_datetime(ts_ms, unit="ms", utc=True).astype("datetime64[ns, UTC]"),
+        "value": values.astype(np.float64),
+    })
+
+
+# -- the client ------------------------------------------------------------------------
+_STATUS_RE = re.compile(r"HTTP Status Code (\d+) \((.*)\)\s*$", re.S)
+
+
+def _prom_error_text(raw: str) -> str:
+    """Prometheus' own error text from a response body repr (``b'{"status":"error",...}'``)."""
+    try:
+        body = ast.literal_eval(raw)
+        body = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    except (ValueError, SyntaxError):
+        body = raw
+    try:
+        doc = json.loads(body)
+        if isinstance(doc, dict) and "error" in doc:
+            return f"{doc.get('errorType', 'error')}: {doc['error']}"
+    except ValueError:
+        pass
+    return body.strip()[:500] or "(empty body)"
+
+
+class PrometheusClient:
+    """One Prometheus endpoint, configured from ``prometheus:`` of the config.
+
+    Credentials come from the environment only: the bearer token from the
+    variable named by ``bearer_token_env``, the basic-auth password from
+    ``basic_auth.password_env``. TLS is verified (with ``ca_file`` if set)
+    unless ``verify_tls: false``.
+
+    Raises InputError when a named environment variable is unset or empty.
+    """
+
+    def __init__(self, cfg: PrometheusConfig, env: dict | None = None):
+        env = os.environ if env is None else env
+        self.cfg = cfg
+        self._secrets: list[str] = []
+        headers, auth = {}, None
+        if cfg.bearer_token_env:
+            tok = env.get(cfg.bearer_token_env, "")
+            if not tok:
+                raise InputError(f"prometheus.bearer_token_env: environment variable {cfg.bearer_token_env} is not set")
+            headers["Authorization"] = f"Bearer {tok}"
+            self._secrets.append(tok)
+        if cfg.basic_auth:
+            pw = env.get(cfg.basic_auth.password_env, "")
+            if not pw:
+                raise InputError(f"prometheus.basic_auth.password_env: environment variable "
+                                 f"{cfg.basic_auth.password_env} is not set")
+            auth = (cfg.basic_auth.username, pw)
+            self._secrets.append(pw)
+        session = requests.Session()
+        if cfg.ca_file:
+            if not os.path.isfile(cfg.ca_file):
+                raise InputError(f"prometheus.ca_file: {cfg.ca_file}: file not found")
+            session.verify = cfg.ca_file
+        else:
+            session.verify = bool(cfg.verify_tls)
+        self._prom = PrometheusConnect(url=cfg.url, headers=headers or None, auth=auth, session=session,
+                                       retry=Retry(total=0, raise_on_status=False), timeout=cfg.timeout_s)
+        self._auth_hint = (f"bearer token from ${cfg.bearer_token_env}" if cfg.bearer_token_env else
+                           f"basic auth as {cfg.basic_auth.username!r} with password from ${cfg.basic_auth.password_env}"
+                           if cfg.basic_auth else "no credentials configured")
+
+    def close(self) -> None:
+        self._prom.close()
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every configured secret replaced by ``***``."""
+        for s in self._secrets:
+            if s:
+                text = text.replace(s, "***")
+        return text
+
+    def _once(self, query: str, start_s: int, end_s: int, step_s: int) -> list:
+        try:
+            return self._prom.custom_query_range(
+                query, datetime.fromtimestamp(start_s, dt_tz.utc), datetime.fromtimestamp(end_s, dt_tz.utc),
+                step=str(step_s), params={"timeout": f"{self.cfg.timeout_s:g}s"})
+        except PrometheusApiClientException as exc:
+            m = _STATUS_RE.match(str(exc))
+            status = int(m.group(1)) if m else None
+            text = _prom_error_text(m.group(2)) if m else str(exc)
+            if status is None or status >= 500 or status == 429:
+                raise _Transient(f"HTTP {status}: {text}", status) from None
+            raise PrometheusError(text, status) from None
+        except requests.Timeout:
+            raise _Transient(f"no answer within timeout_s={self.cfg.timeout_s:g} s") from None
+        except requests.exceptions.SSLError as exc:
+            raise PrometheusError("TLS verification failed (SSLError); set prometheus.ca_file to the "
+                                  "server's CA bundle", bad_input=True) from None
+        except requests.ConnectionError as exc:
+            reason = str(exc.args[0]) if exc.args else ""
+            reason = re.sub(r".*\] ", "", reason.split("(Caused by ")[-1]).rstrip(")'\"") if reason else ""
+            raise _Transient(f"cannot connect ({reason or type(exc).__name__})") from None
+        except ValueError as exc:  # a body that is not JSON (a proxy's error page)
+            raise _Transient(f"the answer is not Prometheus JSON ({exc})") from None
+
+    def query_range(self, query: str, start_s: int, end_s: int, step_s: int, *, series_id: str = "?") -> list:
+        """``/api/v1/query_range`` result list, retried on transient failures.
+
+        Raises PrometheusError naming the series id, the query and
+        Prometheus' error text (4xx at once; others after the retries).
+        """
+        what = f"series {series_id}: query {query!r}"
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.cfg.retries + 1),
+            wait=tenacity.wait_exponential(multiplier=self.cfg.backoff_s, min=self.cfg.backoff_s, max=30),
+            retry=tenacity.retry_if_exception_type(_Transient), reraise=True)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._once(query, start_s, end_s, step_s)
+        except _Transient as exc:
+            raise PrometheusError(self.scrub(
+                f"{what}: Prometheus at {self.cfg.url} failed after {self.cfg.retries + 1} attempt(s): {exc}"),
+                exc.status) from None
+        except PrometheusError as exc:
+            if exc.status is None:
+                msg = f"{what}: Prometheus at {self.cfg.url}: {exc}"
+            elif exc.status in (401, 403):
+                msg = (f"{what}: Prometheus at {self.cfg.url} refused the credentials (HTTP {exc.status}: {exc}); "
+                       f"check {self._auth_hint}")
+            else:
+                msg = f"{what}: Prometheus at {self.cfg.url} rejected the request (HTTP {exc.status}): {exc}"
+            raise PrometheusError(self.scrub(msg), exc.status, exc.bad_input) from None
+        raise AssertionError("unreachable")
+
+
+# -- pulling one series ------------------------------------------------------------------
+def pull(client: PrometheusClient, series: SeriesConfig, start_s: int, end_s: int,
+         max_points: int | None = None, on_chunk: ChunkCallback | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Pull one series over ``[start_s, end_s]`` (epoch seconds, aligned inward to its step).
+
+    Returns (history frame, notes). Nothing is written. Raises PrometheusError
+    (see :meth:`PrometheusClient.query_range`) or SourceError (overlapping
+    label sets without an aggregation).
+    """
+    query = series.promql()
+    step = series.step_seconds()
+    chunks = chunk_ranges(start_s, end_s, step, max_points or client.cfg.max_points_per_request)
+    parts: list[tuple[dict, np.ndarray, np.ndarray]] = []
+    n = 0
+    for i, (cs, ce) in enumerate(chunks, 1):
+        for r in client.query_range(query, cs, ce, step, series_id=series.id):
+            if "values" not in r:
+                continue
+            t, x = parse_values(r["values"], step)
+            parts.append((r.get("metric", {}), t, x))
+            n += len(t)
+        if on_chunk:
+            on_chunk(series.id, i, len(chunks), n)
+    how = series.aggregate or outer_aggregation(query)
+    ts, vals, notes = combine(parts, how, f"series {series.id}: query {query!r}")
+    return to_frame(series.id, ts, vals), notes
+
+
+@dataclass
+class IngestResult:
+    """Outcome of one series' ingest. ``status``: ok, up-to-date, empty or failed;
+    ``exit_code``: 0, 2 (bad input: 4xx, empty first pull) or 1 (unreachable, 5xx)."""
+
+    series_id: str
+    status: str
+    new_points: int = 0
+    total_points: int = 0
+    first: str | None = None
+    last: str | None = None
+    range_start: str | None = None
+    range_end: str | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    exit_code: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _iso(epoch_s: int) -> str:
+    return pd.Timestamp(epoch_s, unit="s", tz="UTC").isoformat()
+
+
+def to_epoch(ts: str | datetime | pd.Timestamp, name: str) -> int:
+    """ISO 8601 (naive = UTC) or datetime -> epoch seconds. Raises InputError naming ``name``."""
+    try:
+        t = pd.Timestamp(ts)
+    except (ValueError, TypeError):
+        raise InputError(f"{name} {ts!r}: not an ISO 8601 time such as 2024-05-01T00:00:00Z") from None
+    if t is pd.NaT:
+        raise InputError(f"{name} {ts!r}: not an ISO 8601 time")
+    t = t.tz_localize("UTC") if t.tzinfo is None else t.tz_convert("UTC")
+    return int(math.floor(t.value / 1e9))
+
+
+def ingest_series(client: PrometheusClient, store: Store, series: SeriesConfig, *, start: int | None = None,
+                  end: int | None = None, lookback_s: int = 30 * 86400,
+                  on_chunk: ChunkCallback | None = None) -> IngestResult:
+    """Pull one series into the store (all or nothing) and say what happened.
+
+    ``start``/``end`` are epoch seconds; ``start`` None resumes one step after
+    the stored last timestamp (or ``end - lookback_s`` on a first pull),
+    ``end`` None is now. New points replace stored ones at equal timestamps.
+    Errors are returned in the result (status ``failed``), not raised.
+    """
+    t0 = time.perf_counter()
+    step = series.step_seconds()
+    end_s = int(time.time()) if end is None else end
+    last = store.last_timestamp(series.id)
+    if start is None:
+        start_s = int(last.value // 10**9) + step if last is not None else end_s - lookback_s
+    else:
+        start_s = start
+    res = IngestResult(series.id, "ok")
+    chunks = chunk_ranges(start_s, end_s, step, client.cfg.max_points_per_request)
+    if chunks:
+        res.range_start, res.range_end = _iso(chunks[0][0]), _iso(chunks[-1][1])
+    try:
+        new, notes = pull(client, series, start_s, end_s, on_chunk=on_chunk) if chunks else (to_frame(
+            series.id, np.empty(0, np.int64), np.empty(0)), [])
+    except SourceError as exc:
+        res.status, res.error = "failed", str(exc)
+        res.exit_code = 2 if getattr(exc, "bad_input", True) else 1
+        res.seconds = time.perf_counter() - t0
+        return res
+    res.notes = notes
+    query = series.promql()
+    try:
+        old, _, old_state = store.read_series(series.id)
+    except KeyError:
+        old, old_state = None, {}
+    if old_state.get("query") not in (None, query):
+        res.notes.append("the query changed since the last pull; stored points from the old query were kept")
+    res.new_points = int(len(new))
+    if new.empty:
+        res.total_points = 0 if old is None else int(len(old))
+        if old is None:
+            res.status, res.exit_code = "empty", 2
+            res.error = (f"series {series.id}: query {query!r} returned no samples between {res.range_start} and "
+                         f"{res.range_end}; check the selector and the range")
+        else:
+            res.status = "up-to-date"
+            res.first, res.last = old["timestamp"].min().isoformat(), old["timestamp"].max().isoformat()
+        res.seconds = time.perf_counter() - t0
+        return res
+    if old is not None and len(old):
+        old = old[~old["timestamp"].isin(new["timestamp"])]
+        merged = pd.concat([old[HISTORY_COLUMNS], new], ignore_index=True)
+    else:
+        merged = new
+    merged = merged.sort_values("timestamp", kind="stable").reset_index(drop=True)
+    merged["timestamp"] = merged["timestamp"].astype("datetime64[ns, UTC]")
+    merged["value"] = merged["value"].astype("float64")
+    tmpl = TEMPLATES.get(series.template or "")
+    meta = SeriesMeta(kind=series.kind, unit=series.unit, gpu_model=series.gpu_model, timezone=series.timezone,
+                      gpus_per_replica=series.gpus_per_replica,
+                      query_unit=tmpl.unit if tmpl else None)
+    state = {"source": "prometheus", "url": client.cfg.url, "query": query, "template": series.template,
+             "step_s": step, "pulled_from": res.range_start, "pulled_until": res.range_end,
+             "aggregate": series.aggregate or outer_aggregation(query), "notes": res.notes}
+    store.write_series(series.id, merged, meta, state)
+    res.total_points = int(len(merged))
+    res.first, res.last = merged["timestamp"].iloc[0].isoformat(), merged["timestamp"].iloc[-1].isoformat()
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def ingest(cfg: CapplanConfig, store: Store | None = None, *, start: str | None = None, end: str | None = None,
+           series_ids: Iterable[str] | None = None, on_chunk: ChunkCallback | None = None,
+           on_series: Callable[[IngestResult], None] | None = None, env: dict | None = None) -> list[IngestResult]:
+    """Pull the config's series (or ``series_ids``) into the store, one series at a time.
+
+    ``start``/``end``: ISO 8601 (naive = UTC); see :func:`ingest_series`.
+    Raises InputError when the config has no ``prometheus`` or no ``series``,
+    for an unknown series id, a bad time or start >= end. Per-series failures
+    are in the results.
+    """
+    if cfg.prometheus is None:
+        raise InputError("config: no `prometheus:` section; add `prometheus: {url: http://127.0.0.1:9090}`")
+    if not cfg.series:
+        raise InputError("config: no `series:` to ingest")
+    by_id = {s.id: s for s in cfg.series}
+    ids = list(series_ids or by_id)
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise InputError(f"--series {', '.join(unknown)}: not in the config; known: {', '.join(by_id)}")
+    s_s = to_epoch(start, "--start") if start else None
+    e_s = to_epoch(end, "--end") if end else None
+    if s_s is not None and e_s is not None and s_s >= e_s:
+        raise InputError(f"--start {start} must be before --end {end}")
+    store = store or Store(cfg.store)
+    client = PrometheusClient(cfg.prometheus, env=env)
+    lookback = parse_duration(cfg.prometheus.default_lookback)
+    results = []
+    try:
+        for sid in ids:
+            r = ingest_series(client, store, by_id[sid], start=s_s, end=e_s, lookback_s=lookback, on_chunk=on_chunk)
+            results.append(r)
+            if on_series:
+                on_series(r)
+    finally:
+        client.close()
+    return results
