@@ -42,6 +42,7 @@ from capplan.store import Store
 from forecasting import backtest as bt
 from forecasting import combine
 from forecasting.metrics import seasonal_scale
+from forecasting.registry import ModelRegistry
 from forecasting.regularise import RegulariseReport, regularise, to_hourly
 from forecasting.tiers import TIER_NAMES, make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, sanitise_quantiles
@@ -92,6 +93,7 @@ class Forecasts:  # noqa: D101
     fallbacks: dict[str, list[str]]
     warnings: dict[str, list[str]]
     combination: dict[str, dict] = field(default_factory=dict)
+    models: dict[str, dict] = field(default_factory=dict)
 
 
 # 1 ------------------------------------------------------------------------------
@@ -210,6 +212,8 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     progress("forecast", "fitting the tiers on all history for the 7-day plan")
     final_tiers = {}
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
+    registry = ModelRegistry(cfg.models)
+    model_log: dict[str, dict] = {}
     for name in ROLLING_MODELS:
         m = make(name, seed=seed, **opts.get(name, {}))
         data = prep.h1 if m.step == "1h" else prep.h5
@@ -217,7 +221,7 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
             # only complete hours: the bucket holding the last 5-minute point counts if it ends there
             cut = {sid: (t + STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
             data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
-        m.fit(data, prep.meta)
+        m, model_log[name] = fit_final(name, m, data, prep.meta, registry, progress)
         f = m.predict(data)
         if m.step == "1h":
             f = bt.expand_to_grid(f)
@@ -242,7 +246,75 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         finals.append(_sanitise(c[FORECAST_COLUMNS], upper))
     final = pd.concat(finals, ignore_index=True)
     final_tiers = {k: v for k, v in final_tiers.items() if k in TIER_NAMES}
-    return Forecasts(rolling, final, final_tiers, fallbacks, warns, combos)
+    for w in registry.warnings:
+        for sid in prep.windows:
+            warns.setdefault(sid, []).append(w)
+    return Forecasts(rolling, final, final_tiers, fallbacks, warns, combos, model_log)
+
+
+def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], registry: ModelRegistry,
+              progress: Progress = _noop):
+    """Fit a tier for the plan forecast, reusing registry models younger than the tier's
+    cadence (``daily`` 24 h, ``weekly`` 7 d); save what was fitted. Returns ``(model, log)``
+    with ``log = {"reused": [...], "fitted": [...], "versions": {...}}``."""
+    log = {"reused": [], "fitted": [], "versions": {}}
+    sids = sorted(data["series_id"].unique())
+    if not sids:
+        return m, log
+    ends = data.dropna(subset=["value"]).groupby("series_id")["timestamp"].agg(["min", "max"])
+    if name == "daily":
+        found = registry.load_fresh("daily", "_global", ends["max"].max(), sids)
+        if found is not None:
+            d, meta_doc = found
+            try:
+                m.load(str(d / "model.keras"))
+                st = json.loads((d / "state.json").read_text())
+                m.scale, m.tz = st["scale"], st["tz"]
+                log["reused"], log["versions"]["_global"] = sids, meta_doc["version"]
+                return m, log
+            except Exception as exc:  # a broken file means a refit, never a crash
+                registry.warnings.append(f"registry: daily model {d} could not be loaded ({exc}); refitted")
+        m.fit(data, meta)
+        if m.model is not None:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "model.keras"
+                m.save(str(path))
+                v = registry.save("daily", "_global", {"model.keras": path, "state.json": json.dumps(
+                    {"scale": m.scale, "tz": m.tz}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
+            log["versions"]["_global"] = v
+        log["fitted"] = sids
+        return m, log
+    if name == "weekly":
+        todo = []
+        for sid in sids:
+            found = registry.load_fresh("weekly", sid, ends.loc[sid, "max"] if sid in ends.index else pd.Timestamp.max)
+            if found is not None:
+                try:
+                    m.load_json(sid, (found[0] / "model.json").read_text(), meta.get(sid, SeriesMeta()).timezone)
+                    log["reused"].append(sid)
+                    log["versions"][sid] = found[1]["version"]
+                    continue
+                except Exception as exc:
+                    registry.warnings.append(f"registry: weekly model {found[0]} could not be loaded ({exc}); refitted")
+            todo.append(sid)
+        if todo:
+            m.fit(data[data["series_id"].isin(todo)], meta)
+            for sid in todo:
+                if sid in m.models and sid in ends.index:
+                    log["versions"][sid] = registry.save("weekly", sid, {"model.json": m.to_json(sid).encode()},
+                                                         (ends.loc[sid, "min"], ends.loc[sid, "max"]), [sid])
+        log["fitted"] = todo
+        return m, log
+    m.fit(data, meta)
+    if name == "hourly":
+        for sid, mod in getattr(m, "models", {}).items():
+            doc = json.dumps({**mod, "start": mod["start"].isoformat()}).encode()
+            log["versions"][sid] = registry.save("hourly", sid, {"model.json": doc},
+                                                 (ends.loc[sid, "min"], ends.loc[sid, "max"]), [sid])
+    log["fitted"] = sids
+    return m, log
 
 
 def _upper(h5: pd.DataFrame) -> dict[str, float]:
@@ -513,6 +585,9 @@ def build_report(run: dict, prep: Prepared, fc: Forecasts, scores: dict, outcome
             "fallbacks": pl.fallbacks,
             "warnings": fc.warnings.get(sid, [])[:10],
         }
+    run = dict(run, models=fc.models)
+    for sid in series:
+        series[sid]["combination"] = fc.combination.get(sid, {})
     return {"run": run, "series": series}
 
 
