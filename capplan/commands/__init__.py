@@ -1,5 +1,5 @@
 """Subcommands. Each module has ``register(app)``; add new ones to COMMANDS."""
 
-from capplan.commands import export, ingest, plan
+from capplan.commands import backtest, export, ingest, plan
 
-COMMANDS = [plan, ingest, export]
+COMMANDS = [plan, backtest, ingest, export]

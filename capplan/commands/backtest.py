@@ -1,0 +1,78 @@
+"""``capplan backtest``: rolling-origin scores per series, horizon and model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from capplan.commands.plan import Format
+from capplan.config import load_config
+from capplan.console import StageProgress, out
+
+MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet")
+HORIZONS = ("1h", "24h", "7d")
+
+
+def backtest_document(scores: dict) -> dict:
+    """Reshape pipeline scores into ``{"series": {ID: {"horizons": {h: {model: {mase, smape,
+    pinball, coverage_p95, n}}}}}}`` (issue 4's JSON shape)."""
+    doc = {"series": {}}
+    for sid, per_model in scores.items():
+        hz = {}
+        for h in HORIZONS:
+            row = {m: per_model[m][h] for m in MODELS if m in per_model and h in per_model[m]}
+            if row:
+                hz[h] = row
+        doc["series"][sid] = {"horizons": hz}
+    return doc
+
+
+def render(doc: dict) -> Table:
+    t = Table(title="capplan backtest — evaluation window, rolling origins (lower MASE/pinball is better)")
+    for c in ("series", "horizon", "model", "MASE", "sMAPE %", "pinball", "coverage_p95", "n"):
+        t.add_column(c, justify="left" if c in ("series", "horizon", "model") else "right")
+    for sid, s in doc["series"].items():
+        for h, row in s["horizons"].items():
+            best = min((v["mase"] for v in row.values() if v["mase"] == v["mase"]), default=None)
+            for i, (m, v) in enumerate(row.items()):
+                mark = "[bold green]" if v["mase"] == best else ""
+                t.add_row(sid if i == 0 else "", h if i == 0 else "", m, f"{mark}{v['mase']:.3f}",
+                          f"{v['smape']:.1f}", f"{v['pinball']:.3f}", f"{v['coverage_p95']:.3f}", str(v["n"]))
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("backtest")
+    def backtest(
+        source: str = typer.Option("sample", "--source", help="sample, csv:PATH, parquet:PATH or store."),
+        config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml (store, tier options)."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help="Only this series id (repeatable)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling."),
+        fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
+        timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+    ):
+        """Score every tier, the combination, naive, seasonal-naive (1 day) and default Prophet
+        at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
+        coverage_p95, by rolling-origin evaluation with no look-ahead."""
+        from capplan import pipeline
+
+        cfg = load_config(config)
+        if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
+            source = "store"
+        progress = StageProgress(enabled=not quiet)
+        loaded = pipeline.load_stage(source, cfg, series, timezone)
+        prep = pipeline.regularise_stage(loaded, cfg)
+        fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",))
+        doc = backtest_document(pipeline.backtest_stage(prep, fc))
+        for sid in doc["series"]:
+            doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
+            doc["series"][sid]["fallbacks"] = prep.notes.get(sid, []) + fc.fallbacks.get(sid, [])
+        if fmt is Format.json:
+            typer.echo(json.dumps(doc, default=str))
+        else:
+            out.print(render(doc))
