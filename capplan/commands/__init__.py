@@ -1,5 +1,5 @@
 """Subcommands. Each module has ``register(app)``; add new ones to COMMANDS."""
 
-from capplan.commands import plan
+from capplan.commands import dashboard, plan
 
-COMMANDS = [plan]
+COMMANDS = [plan, dashboard]
