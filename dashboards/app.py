@@ -19,9 +19,9 @@ import streamlit as st  # noqa: E402
 
 from dashboards import common, jobs  # noqa: E402
 
-PAGES = Path(__file__).resolve().parent / "pages"
+PAGES = Path(__file__).resolve().parent / "views"  # not "pages/": that name turns on Streamlit's v1 page discovery
 
-st.set_page_config(page_title="capplan", page_icon="📈", layout="wide")
+st.set_page_config(page_title="capplan", page_icon=":material/monitoring:", layout="wide")
 
 
 def sidebar() -> None:
@@ -47,10 +47,10 @@ def sidebar() -> None:
 
 sidebar()
 nav = st.navigation([
-    st.Page(PAGES / "fleet.py", title="Fleet", icon="🖥️", url_path="fleet", default=True),
-    st.Page(PAGES / "forecasts.py", title="Forecasts", icon="📈", url_path="forecasts"),
-    st.Page(PAGES / "plan.py", title="Plan", icon="💰", url_path="plan"),
-    st.Page(PAGES / "manifests.py", title="Manifests", icon="📄", url_path="manifests"),
-    st.Page(PAGES / "whatif.py", title="What-if", icon="🎛️", url_path="what-if"),
+    st.Page(PAGES / "fleet.py", title="Fleet", icon=":material/dns:", default=True),
+    st.Page(PAGES / "forecasts.py", title="Forecasts", icon=":material/timeline:", url_path="forecasts"),
+    st.Page(PAGES / "plan.py", title="Plan", icon=":material/savings:", url_path="plan"),
+    st.Page(PAGES / "manifests.py", title="Manifests", icon=":material/description:", url_path="manifests"),
+    st.Page(PAGES / "whatif.py", title="What-if", icon=":material/tune:", url_path="what-if"),
 ])
 nav.run()

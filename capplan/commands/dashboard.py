@@ -25,7 +25,8 @@ def streamlit_command(host: str, port: int) -> list[str]:
     return [sys.executable, "-m", "streamlit", "run", str(APP),
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-            "--global.developmentMode", "false"]
+            "--global.developmentMode", "false",
+            "--client.toolbarMode", "minimal"]
 
 
 def register(app: typer.Typer) -> None:

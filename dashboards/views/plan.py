@@ -72,8 +72,9 @@ else:
     bo = s.get("tuning", {}).get("baseline_objective")
     if bo is not None:
         conv.add_hline(y=bo, line=dict(color=c.COLORS["baseline"], dash="dash"), annotation_text="baseline")
-    conv.update_layout(title="Convergence (objective, lower is better)", height=360, xaxis_title="trial",
-                       yaxis_title="objective", margin=dict(l=10, r=10, t=40, b=10))
+    conv.update_layout(height=380, xaxis_title="trial", yaxis_title="objective",
+                       margin=dict(l=10, r=10, t=30, b=10),
+                       legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
     scat = go.Figure()
     for method, g in trials.groupby("method"):
         scat.add_trace(go.Scatter(x=g["coverage"], y=g["cost_usd"], mode="markers", name=method,
@@ -82,10 +83,13 @@ else:
                                               color=c.COLORS["recommended"] if method == "gp" else "#9ca3af")))
     if target:
         scat.add_vline(x=target, line=dict(color="#dc2626", dash="dash"), annotation_text=f"target {target:g}")
-    scat.update_layout(title="Trials: cost against coverage (tuning window)", height=360, xaxis_title="coverage",
-                       yaxis_title="cost (USD)", margin=dict(l=10, r=10, t=40, b=10))
+    scat.update_layout(height=380, xaxis_title="coverage", yaxis_title="cost (USD)",
+                       margin=dict(l=10, r=10, t=30, b=10),
+                       legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
     a, b2 = st.columns(2)
+    a.markdown("**Convergence** (objective, lower is better)")
     a.plotly_chart(conv, key="plan_convergence")
+    b2.markdown("**Trials: cost against coverage** (tuning window)")
     b2.plotly_chart(scat, key="plan_scatter")
     with st.expander("Trial log"):
         show = trials.drop(columns=["series_id"]).copy()

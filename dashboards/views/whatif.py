@@ -78,14 +78,20 @@ base = wi.recorded["baseline"]
 u = c.unit_hours(s["unit"])
 
 with right:
+    def _d(diff: float, text: str) -> str | None:  # no arrow when the what-if equals the recommendation
+        return None if abs(diff) < 1e-9 else text
+
     cols = st.columns(4)
-    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=c.usd(m.cost_usd - recm["cost_usd"]) + " vs rec.",
+    dc = m.cost_usd - recm["cost_usd"]
+    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=_d(dc, f"{'+' if dc > 0 else '−'}{c.usd(abs(dc))} vs rec."),
                    delta_color="inverse")
-    cols[1].metric("What-if coverage", c.pct(m.coverage), delta=f"{100 * (m.coverage - recm['coverage']):+.1f} pp")
-    cols[2].metric("What-if idle ratio", c.pct(m.idle_ratio),
-                   delta=f"{100 * (m.idle_ratio - recm['idle_ratio']):+.1f} pp", delta_color="inverse")
-    cols[3].metric(f"What-if unmet ({u})", f"{m.unmet:,.1f}", delta=f"{m.unmet - recm['unmet']:+,.1f}",
+    dv = m.coverage - recm["coverage"]
+    cols[1].metric("What-if coverage", c.pct(m.coverage), delta=_d(dv, f"{100 * dv:+.1f} pp"))
+    di = m.idle_ratio - recm["idle_ratio"]
+    cols[2].metric("What-if idle ratio", c.pct(m.idle_ratio), delta=_d(di, f"{100 * di:+.1f} pp"),
                    delta_color="inverse")
+    du = m.unmet - recm["unmet"]
+    cols[3].metric(f"What-if unmet ({u})", f"{m.unmet:,.1f}", delta=_d(du, f"{du:+,.1f}"), delta_color="inverse")
     cmp = pd.DataFrame([
         {"policy": "what-if", "cost (USD)": m.cost_usd, "coverage": m.coverage, "idle ratio": m.idle_ratio,
          f"unmet ({u})": m.unmet, "scale events": m.scale_events},
@@ -103,13 +109,14 @@ with right:
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=traj["timestamp"], y=traj["demand"], mode="lines", name="demand",
                              line=dict(color=c.COLORS["demand"], width=1)))
-    fig.add_trace(go.Scatter(x=rec_traj["timestamp"], y=rec_traj["provisioned"], mode="lines",
-                             name="recommended", line=dict(color=c.COLORS["recommended"], width=1.2, shape="hv")))
     fig.add_trace(go.Scatter(x=traj["timestamp"], y=traj["provisioned"], mode="lines", name="what-if",
-                             line=dict(color=c.COLORS["whatif"], width=1.5, shape="hv")))
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=10),
+                             line=dict(color=c.COLORS["whatif"], width=2, shape="hv")))
+    fig.add_trace(go.Scatter(x=rec_traj["timestamp"], y=rec_traj["provisioned"], mode="lines",
+                             name="recommended", line=dict(color=c.COLORS["recommended"], width=1.2, dash="dash",
+                                                           shape="hv")))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=80),
                       yaxis_title="GPUs" if s["unit"] == "gpu" else "replicas",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
     st.plotly_chart(fig, key="wi_chart")
 
 

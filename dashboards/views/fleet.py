@@ -60,9 +60,9 @@ def capacity_figure(g: pd.DataFrame, sid: str, unit: str) -> go.Figure:
     if show_base:
         fig.add_trace(go.Scatter(x=t, y=g["provisioned_baseline"], mode="lines", name="provisioned (baseline)",
                                  line=dict(color=c.COLORS["baseline"], width=1, dash="dot", shape="hv")))
-    fig.update_layout(title=sid, height=300, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=sid, height=340, margin=dict(l=10, r=10, t=40, b=80),
                       yaxis_title="GPUs" if unit == "gpu" else "replicas",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
     return fig
 
 

@@ -46,9 +46,9 @@ if not comb.empty:
     issued = comb["issued_at"].iloc[0]
     fig.add_vline(x=issued, line=dict(color="#6b7280", dash="dash", width=1))
     st.caption(f"Forecast issued at {issued:%Y-%m-%d %H:%M} UTC (the last history point the models saw).")
-fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10),
+fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=80),
                   yaxis_title="GPUs" if s["unit"] == "gpu" else "replicas",
-                  legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1))
+                  legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
 st.plotly_chart(fig, key="fc_chart")
 if fc.empty:
     st.warning("This run has no plan forecast for this series.")
