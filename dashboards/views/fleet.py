@@ -102,6 +102,6 @@ if not hm.empty:
     fig = go.Figure(go.Heatmap(z=hm.to_numpy() * 100, x=labels, y=list(hm.index), colorscale="RdYlGn_r",
                                zmin=0, zmax=120, colorbar=dict(title="util %"),
                                hovertemplate="%{y}<br>%{x}<br>%{z:.0f}%<extra></extra>"))
-    fig.update_layout(height=120 + 40 * len(hm), margin=dict(l=10, r=10, t=10, b=10),
+    fig.update_layout(height=140 + 40 * len(hm), margin=dict(l=10, r=10, t=40, b=10),
                       xaxis=dict(tickmode="array", tickvals=labels[::24], ticktext=days))
     st.plotly_chart(fig, key="fleet_heatmap")

@@ -51,10 +51,11 @@ cols = st.columns(3)
 cols[0].metric("Files", len(rows))
 cols[1].metric("Valid", n_ok)
 cols[2].metric("Invalid", n_bad)
-table = pd.DataFrame([{"file": r["file"], "status": ("✅ " if r["status"] == "valid" else
-                                                     "❌ " if r["status"] == "invalid" else "") + r["status"],
-                       "checks": r["checks"], "bytes": r["bytes"]} for r in rows])
-st.dataframe(table, hide_index=True, width="stretch", key="man_table")
+table = pd.DataFrame([{"file": r["file"], "status": r["status"], "checks": r["checks"], "bytes": r["bytes"]}
+                      for r in rows])
+st.dataframe(table.style.map(lambda v: "color: #15803d; font-weight: 600" if v == "valid" else
+                             "color: #b91c1c; font-weight: 600" if v == "invalid" else "", subset=["status"]),
+             hide_index=True, width="stretch", key="man_table")
 
 files = tuple(r["file"] for r in rows)
 st.download_button("Download all (zip)", zipped(*ctx.key, files), file_name=f"capplan-{ctx.run_id}.zip",
@@ -62,8 +63,9 @@ st.download_button("Download all (zip)", zipped(*ctx.key, files), file_name=f"ca
 
 for r in rows:
     p = ctx.run_dir / r["file"]
-    icon = "✅" if r["status"] == "valid" else "❌" if r["status"] == "invalid" else "📄"
-    with st.expander(f"{icon} {r['file']}", expanded=r["status"] == "invalid"):
+    icon = {"valid": ":material/check_circle:", "invalid": ":material/error:"}.get(r["status"],
+                                                                                  ":material/description:")
+    with st.expander(f"{r['file']} — {r['status']}", expanded=r["status"] == "invalid", icon=icon):
         for prob in r["problems"]:
             st.error(prob)
         text = p.read_text(errors="replace")
