@@ -132,6 +132,9 @@ def _job_status(jid: str) -> None:
         st.info(f"Run in progress ({secs:.0f} s)…")
         st.code(job.tail(6) or "starting…", language=None)
     elif rc == 0:
+        import shutil
+
+        shutil.rmtree(job.out, ignore_errors=True)  # the run was copied into the store
         st.success("Run finished: it is now the latest run.")
         if st.session_state.get("_job_done") != jid:
             st.session_state["_job_done"] = jid

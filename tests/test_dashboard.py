@@ -291,6 +291,34 @@ def test_empty_store_shows_hint(tmp_path, monkeypatch):
     assert any("No run in the store" in i.value for i in at.info)
 
 
+def test_new_run_job_writes_into_the_dashboard_store(store_env, monkeypatch):
+    import yaml
+
+    from dashboards import jobs
+
+    seen = {}
+
+    class FakePopen:
+        pid = 424242
+
+        def __init__(self, args, **kw):
+            seen["args"] = args
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(jobs.subprocess, "Popen", FakePopen)
+    job = jobs.start_job("sample", None, ["train/vc6YE"], 5, fast=True)
+    args = seen["args"]
+    assert args[1:4] == ["-m", "capplan", "plan"]
+    assert args[args.index("--source") + 1] == "sample" and args[args.index("--series") + 1] == "train/vc6YE"
+    cfg = yaml.safe_load(Path(args[args.index("--config") + 1]).read_text())
+    assert Path(cfg["store"]) == store_env["store"].resolve()
+    assert cfg["plan"]["n_calls"] == 5 and cfg["forecast"]["lstm_epochs"] <= 2
+    assert job.rc is None
+    jobs._registry().clear()
+
+
 # -- the command ---------------------------------------------------------------------------
 def test_dashboard_command_defaults_and_errors(tmp_path):
     from capplan.commands.dashboard import streamlit_command
@@ -435,5 +463,27 @@ def test_browser_every_page(fixture_run, server, tmp_path_factory):
                 assert t in body, f"{path}: {t!r} not rendered"
             if path in ("", "forecasts", "plan", "what-if"):
                 assert driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg"), f"{path}: no chart drawn"
+        # the What-if replay reruns live in the browser: lower the HPA target with the keyboard
+        from selenium.webdriver.common.keys import Keys
+
+        driver.get(f"{server}/what-if")
+        _wait_rendered(driver, "What-if", ["Reset to recommended"])
+        before = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricValue"]')[0].text
+        from selenium.webdriver.common.action_chains import ActionChains
+
+        thumb = driver.find_element(By.CSS_SELECTOR, 'input[aria-label="HPA target utilisation"]')
+        driver.execute_script("arguments[0].focus()", thumb)  # the range input itself is visually hidden
+        ActionChains(driver).send_keys(*([Keys.ARROW_LEFT] * 15)).perform()
+        deadline = time.time() + 60
+        after = before
+        while time.time() < deadline and after == before:
+            time.sleep(0.5)
+            after = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricValue"]')[0].text
+        time.sleep(1.0)
+        driver.save_screenshot(str(shots / "what-if-changed.png"))
+        log.warning("dashboard screenshot: %s", shots / "what-if-changed.png")
+        assert after != before, "What-if cost did not change after moving the HPA target slider"
+        assert float(after.strip("$").replace(",", "")) > float(before.strip("$").replace(",", "")), (before, after)
+        assert not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
     finally:
         driver.quit()
