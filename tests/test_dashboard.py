@@ -344,6 +344,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def browser_available() -> None:
+    """Fail under CI=true, else skip, when Chromium, chromedriver or selenium is missing."""
+    _need_browser()
+
+
 def _need_browser() -> None:
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not Path(p).exists()]
     try:
@@ -424,8 +430,7 @@ def _wait_rendered(driver, heading: str, texts: list[str], timeout: float = 120)
     return body
 
 
-def test_browser_every_page(fixture_run, server, tmp_path_factory):
-    _need_browser()
+def test_browser_every_page(browser_available, fixture_run, server, tmp_path_factory):
     from selenium.webdriver.common.by import By
 
     rep = fixture_run["report"]
