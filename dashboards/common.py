@@ -135,6 +135,11 @@ def usd(x) -> str:
     return "n/a" if x is None or x != x else f"${x:,.0f}"
 
 
+def usd_delta(x: float) -> str:
+    """Signed money for ``st.metric`` deltas (the sign must lead for the arrow)."""
+    return f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
 def unit_hours(unit: str) -> str:
     return "GPU-h" if unit == "gpu" else "replica-h"
 

@@ -184,6 +184,9 @@ def test_plan_page(store_env):
         m = _metrics(at)
         assert m["Cost"] == _usd(s["recommended"]["cost_usd"])
         assert m["Coverage"] == f"{100 * s['recommended']['coverage']:.1f}%"
+        d = s["recommended"]["cost_usd"] - s["baseline"]["cost_usd"]
+        delta = next(x for x in at.metric if x.label == "Cost").delta
+        assert delta.startswith("-" if d < 0 else "+") and f"${abs(d):,.0f}" in delta
         row = table[table["series"] == sid].iloc[0]
         assert row["cost base. (USD)"] == round(s["baseline"]["cost_usd"])
         assert row["saving"] == f"{100 * (1 - s['recommended']['cost_usd'] / s['baseline']['cost_usd']):.1f}%"

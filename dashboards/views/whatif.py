@@ -83,7 +83,7 @@ with right:
 
     cols = st.columns(4)
     dc = m.cost_usd - recm["cost_usd"]
-    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=_d(dc, f"{'+' if dc > 0 else '−'}{c.usd(abs(dc))} vs rec."),
+    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=_d(dc, f"{c.usd_delta(dc)} vs rec."),
                    delta_color="inverse")
     dv = m.coverage - recm["coverage"]
     cols[1].metric("What-if coverage", c.pct(m.coverage), delta=_d(dv, f"{100 * dv:+.1f} pp"))
