@@ -118,7 +118,15 @@ def new_run_form() -> None:
                     st.error(f"Could not start: {exc}")
     jid = st.session_state.get("_job")
     if jid and jid in reg:
-        _job_status(jid)
+        if st.session_state.get("_job_done") == jid:  # finished and shown: no more polling
+            job = reg[jid]
+            if job.rc == 0:
+                st.success("Run finished: it is now the latest run.")
+            else:
+                st.error(f"Run failed (exit {job.rc}).")
+                st.code(job.tail(12), language=None)
+        else:
+            _job_status(jid)
 
 
 @st.fragment(run_every=3)
@@ -140,5 +148,5 @@ def _job_status(jid: str) -> None:
             st.session_state["_job_done"] = jid
             st.rerun(scope="app")
     else:
-        st.error(f"Run failed (exit {rc}).")
-        st.code(job.tail(12), language=None)
+        st.session_state["_job_done"] = jid
+        st.rerun(scope="app")
