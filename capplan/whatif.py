@@ -1,0 +1,140 @@
+"""What-if replays on a stored run (the dashboard's What-if page).
+
+The dashboard imports ``capplan`` only (DESIGN.md layering), so this module is
+its door to the replay simulator. It rebuilds, from a run folder, the same
+replay input the pipeline used for the **evaluation window** — demand from
+``history.parquet`` and the rolling forecasts from ``backtest.parquet``, passed
+through :func:`capplan.pipeline.replay_input` — and replays any policy on it
+with :func:`optimizer.replay.replay_training` / ``replay_inference``. With the
+run's recommended parameters it reproduces the run's recorded figures (checked
+by :attr:`WhatIf.reproduces`), so a change of a slider is compared like with like.
+
+Usage::
+
+    wi = load_whatif(run_dir, "train/vc6YE", cfg)
+    metrics, frame = wi.simulate({**wi.recommended_params, "spot_fraction": 0.5})
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from capplan.config import CapplanConfig
+from capplan.pipeline import Forecasts, Prepared, replay_input
+from forecasting.types import SeriesMeta
+from optimizer import baseline as base
+from optimizer.policy import InferenceParams, Metrics, TrainingParams
+from optimizer.replay import ReplayInput, replay_inference, replay_training
+
+METRIC_KEYS = ("cost_usd", "coverage", "idle_ratio", "unmet", "scale_events", "p95_utilization")
+
+
+def _meta(report_series: dict, sid: str, source: str, store_root: str | None) -> SeriesMeta:
+    """Series metadata: the report's kind/unit/GPU model, overlaid with what the
+    source knows beyond it (``gpus_per_replica``, ``quota_gpus``, timezone)."""
+    meta = {k: report_series[k] for k in ("kind", "unit", "gpu_model") if k in report_series}
+    extra: dict = {}
+    try:
+        if source == "sample":
+            from capplan.sources.sample import sample_dir
+
+            extra = json.loads((sample_dir() / "series.json").read_text()).get(sid, {})
+        elif store_root:
+            from capplan.store import Store
+
+            _, m, _ = Store(store_root).read_series(sid)
+            extra = m.model_dump()
+    except (KeyError, OSError, ValueError):
+        extra = {}
+    return SeriesMeta(**{**extra, **meta})
+
+
+@dataclass
+class WhatIf:
+    """A series' evaluation-window replay input plus the run's recorded figures."""
+
+    series_id: str
+    kind: str
+    unit: str
+    inp: ReplayInput
+    cfg: CapplanConfig
+    seed: int
+    recommended_params: dict
+    recorded: dict  # {"recommended": {...}, "baseline": {...}} from report.json
+
+    def simulate(self, params: dict) -> tuple[Metrics, pd.DataFrame]:
+        """Replay ``params`` (a full parameter dict of the series' kind) on the
+        evaluation window. Returns metrics and a frame (timestamp, demand, provisioned).
+
+        Raises pydantic.ValidationError for parameters out of bounds.
+        """
+        pc = self.cfg.plan
+        if self.kind == "training":
+            m, s = replay_training(self.inp, TrainingParams(**params), pc.interruption_rate, pc.recovery_s,
+                                   pc.queue_unmet, self.seed)
+        else:
+            m, s = replay_inference(self.inp, InferenceParams(**params), pc.cold_start_s)
+        return m, self._frame(s["provisioned"])
+
+    def baseline(self) -> tuple[Metrics, pd.DataFrame]:
+        """The seeds' rules of thumb on the same window."""
+        pc = self.cfg.plan
+        if self.kind == "training":
+            m, s = base.training_baseline(self.inp, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, self.seed)
+        else:
+            m, s = base.inference_baseline(self.inp, pc.cold_start_s)
+        return m, self._frame(s["provisioned"])
+
+    def _frame(self, provisioned: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame({"timestamp": self.inp.times, "demand": self.inp.demand, "provisioned": provisioned})
+
+    def reproduces(self, rel_tol: float = 1e-6) -> bool:
+        """True when replaying the recommended parameters gives the recorded cost and coverage."""
+        m, _ = self.simulate(self.recommended_params)
+        rec = self.recorded.get("recommended") or {}
+        return all(math.isclose(getattr(m, k), rec.get(k, float("nan")), rel_tol=rel_tol, abs_tol=1e-9)
+                   for k in ("cost_usd", "coverage", "idle_ratio"))
+
+
+def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None = None,
+                store_root: str | None = None) -> WhatIf:
+    """Rebuild the evaluation-window replay input of ``series_id`` from a run folder.
+
+    Raises
+    ------
+    KeyError: the series is not in the run.
+    FileNotFoundError: the run folder lacks ``report.json``, ``history.parquet``
+        or ``backtest.parquet``.
+    """
+    run_dir = Path(run_dir)
+    cfg = cfg or CapplanConfig()
+    report = json.loads((run_dir / "report.json").read_text())
+    s = report["series"][series_id]
+    meta = _meta(s, series_id, report["run"].get("source", ""), store_root)
+    hist = pd.read_parquet(run_dir / "history.parquet")
+    hist = hist[hist["series_id"] == series_id].sort_values("timestamp").reset_index(drop=True)
+    bt = pd.read_parquet(run_dir / "backtest.parquet")
+    bt = bt[bt["series_id"] == series_id]
+    rolling = {t: g.reset_index(drop=True) for t, g in bt.groupby("tier")}
+    empty = bt.iloc[:0]
+    for t in ("hourly", "daily", "weekly"):
+        rolling.setdefault(t, empty)
+    prep = Prepared(h5=hist, h1=hist.iloc[:0], meta={series_id: meta}, windows={}, report=None)
+    fc = Forecasts(rolling=rolling, final=empty, final_tiers={}, fallbacks={}, warnings={})
+    start, end = (pd.Timestamp(x) for x in s["windows"]["evaluation"])
+    inp, _ = replay_input(prep, fc, series_id, start, end, cfg)
+    params = dict(s["recommended"].get("params") or {})
+    recorded = {"recommended": {k: s["recommended"].get(k) for k in METRIC_KEYS},
+                "baseline": {k: s["baseline"].get(k) for k in METRIC_KEYS}}
+    return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, int(report["run"].get("seed", 0)), params, recorded)
+
+
+def metrics_dict(m: Metrics) -> dict:
+    """Metrics as a plain dict of :data:`METRIC_KEYS`."""
+    return {k: getattr(m, k) for k in METRIC_KEYS}

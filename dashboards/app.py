@@ -1,0 +1,56 @@
+"""capplan planning dashboard (Streamlit multipage app).
+
+Start it with ``capplan dashboard`` (binds 127.0.0.1:8501 by default). Pages:
+Fleet, Forecasts, Plan, Manifests, What-if. The sidebar picks the run (the
+store's latest by default) and can start a new run on the sample or on a config
+(``capplan plan`` in a subprocess, writing into the same store).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parents[1]
+if str(_ROOT) not in sys.path:  # a checkout run with `streamlit run dashboards/app.py`
+    sys.path.insert(0, str(_ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboards import common, jobs  # noqa: E402
+
+PAGES = Path(__file__).resolve().parent / "views"  # not "pages/": that name turns on Streamlit's v1 page discovery
+
+st.set_page_config(page_title="capplan", page_icon=":material/monitoring:", layout="wide")
+
+
+def sidebar() -> None:
+    s = common.store()
+    runs = common.runs_newest_first()
+    latest = s.latest_run()
+    with st.sidebar:
+        st.markdown("### capplan")
+        if runs:
+            # a run that became LATEST since the last rerun is selected automatically
+            if st.session_state.get("_seen_latest") != latest:
+                st.session_state["_seen_latest"] = latest
+                st.session_state[common.RUN_KEY] = latest or runs[0]
+            if st.session_state.get(common.RUN_KEY) not in runs:
+                st.session_state[common.RUN_KEY] = latest or runs[0]
+            st.selectbox("Run", runs, key=common.RUN_KEY,
+                         format_func=lambda r: f"{r} (latest)" if r == latest else r)
+        else:
+            st.caption("No run yet.")
+        st.caption(f"Store: `{s.root}`")
+        jobs.new_run_form()
+
+
+sidebar()
+nav = st.navigation([
+    st.Page(PAGES / "fleet.py", title="Fleet", icon=":material/dns:", default=True),
+    st.Page(PAGES / "forecasts.py", title="Forecasts", icon=":material/timeline:", url_path="forecasts"),
+    st.Page(PAGES / "plan.py", title="Plan", icon=":material/savings:", url_path="plan"),
+    st.Page(PAGES / "manifests.py", title="Manifests", icon=":material/description:", url_path="manifests"),
+    st.Page(PAGES / "whatif.py", title="What-if", icon=":material/tune:", url_path="what-if"),
+])
+nav.run()

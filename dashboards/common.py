@@ -1,0 +1,167 @@
+"""Shared state, data loading and formatting for the dashboard pages.
+
+Where the data comes from: the store named by ``CAPPLAN_STORE``, else the
+``store`` of the config in ``CAPPLAN_CONFIG``, else capplan's default store
+(``capplan dashboard`` sets these from ``--store`` / ``--config``).
+
+Caching (issue 7): frames are cached with ``st.cache_data`` keyed on the run
+folder, the ``report.json`` modification time and the series id, all hashable,
+so a new run (a new folder, or ``LATEST`` moving) shows up on the next rerun
+without restarting the app. The run list itself is read fresh on every rerun.
+Loaded replay models (What-if) are cached with ``st.cache_resource``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from capplan.config import CapplanConfig, load_config
+from capplan.store import Store
+
+ENV_STORE = "CAPPLAN_STORE"
+ENV_CONFIG = "CAPPLAN_CONFIG"
+RUN_KEY = "capplan_run_id"
+
+COLORS = {"demand": "#1f2937", "recommended": "#2563eb", "baseline": "#f59e0b", "unmet": "rgba(220,38,38,0.45)",
+          "whatif": "#16a34a", "hourly": "#7c3aed", "daily": "#0891b2", "weekly": "#db2777",
+          "combined": "#2563eb", "band": "rgba(37,99,235,0.18)", "history": "#374151"}
+
+
+# -- where ----------------------------------------------------------------------------
+def config_path() -> str | None:
+    return os.environ.get(ENV_CONFIG) or None
+
+
+@st.cache_resource(show_spinner=False)
+def _config(path: str | None, mtime: float) -> CapplanConfig:
+    return load_config(path) if path else CapplanConfig()
+
+
+def config() -> CapplanConfig:
+    """The dashboard's capplan config (defaults when none was given)."""
+    p = config_path()
+    mtime = Path(p).stat().st_mtime if p and Path(p).exists() else 0.0
+    return _config(p, mtime)
+
+
+def store_root() -> Path:
+    env = os.environ.get(ENV_STORE)
+    return Path(env).resolve() if env else Path(config().store).resolve()
+
+
+def store() -> Store:
+    return Store(store_root())
+
+
+def runs_newest_first() -> list[str]:
+    """Run ids in the store, newest first (run ids start with a UTC timestamp)."""
+    return sorted(store().list_runs(), reverse=True)
+
+
+@dataclass(frozen=True)
+class RunCtx:
+    run_id: str
+    run_dir: Path
+    mtime: float  # report.json mtime: part of every cache key
+
+    @property
+    def key(self) -> tuple[str, float]:
+        return str(self.run_dir), self.mtime
+
+
+def current_run(stop_if_none: bool = True) -> RunCtx | None:
+    """The run the user picked in the sidebar, else the store's latest run."""
+    s = store()
+    runs = s.list_runs()
+    rid = st.session_state.get(RUN_KEY)
+    if rid not in runs:
+        rid = s.latest_run() or (max(runs) if runs else None)
+    if rid is None:
+        if stop_if_none:
+            st.info(f"No run in the store `{s.root}` yet. Start one from the sidebar (**New run**) "
+                    "or with `capplan plan`.")
+            st.stop()
+        return None
+    d = s.run_dir(rid)
+    rep = d / "report.json"
+    if not rep.exists():
+        st.error(f"Run `{rid}` has no report.json (incomplete run folder `{d}`).")
+        st.stop()
+    return RunCtx(rid, d, rep.stat().st_mtime)
+
+
+# -- data (cached on hashable keys) ------------------------------------------------------
+@st.cache_data(show_spinner=False, max_entries=32)
+def report(run_dir: str, mtime: float) -> dict:
+    return json.loads((Path(run_dir) / "report.json").read_text())
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def frame(run_dir: str, mtime: float, name: str) -> pd.DataFrame:
+    """A run's ``<name>.parquet`` (empty frame when the file is absent)."""
+    p = Path(run_dir) / f"{name}.parquet"
+    return pd.read_parquet(p) if p.exists() else pd.DataFrame()
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def series_frame(run_dir: str, mtime: float, name: str, series_id: str) -> pd.DataFrame:
+    f = frame(run_dir, mtime, name)
+    if f.empty or "series_id" not in f:
+        return f
+    return f[f["series_id"] == series_id].reset_index(drop=True)
+
+
+@st.cache_resource(show_spinner="Loading the replay model…", max_entries=16)
+def whatif_model(run_dir: str, mtime: float, series_id: str, config_file: str | None):
+    """The series' evaluation-window replay input (``capplan.whatif.WhatIf``)."""
+    from capplan.whatif import load_whatif
+
+    cfg = load_config(config_file) if config_file else CapplanConfig()
+    return load_whatif(run_dir, series_id, cfg, store_root=str(store_root()))
+
+
+# -- formatting ---------------------------------------------------------------------------
+def pct(x, digits: int = 1) -> str:
+    return "n/a" if x is None or x != x else f"{100 * x:.{digits}f}%"
+
+
+def usd(x) -> str:
+    return "n/a" if x is None or x != x else f"${x:,.0f}"
+
+
+def usd_delta(x: float) -> str:
+    """Signed money for ``st.metric`` deltas (the sign must lead for the arrow)."""
+    return f"{'-' if x < 0 else '+'}${abs(x):,.0f}"
+
+
+def unit_hours(unit: str) -> str:
+    return "GPU-h" if unit == "gpu" else "replica-h"
+
+
+def saving(rec: float | None, base: float | None) -> float:
+    if not rec and rec != 0 or not base:
+        return float("nan")
+    return 1.0 - rec / base
+
+
+def run_caption(ctx: RunCtx, rep: dict) -> None:
+    r = rep.get("run", {})
+    st.caption(f"Run `{ctx.run_id}` · source `{r.get('source', '?')}` · seed {r.get('seed', '?')} · "
+               f"{len(rep.get('series', {}))} series · store `{store_root()}`")
+
+
+def series_picker(rep: dict, key: str, label: str = "Series") -> str:
+    ids = sorted(rep.get("series", {}))
+    if not ids:
+        st.warning("This run has no series.")
+        st.stop()
+    prev = st.session_state.get(key)
+    if prev is not None and prev not in ids:
+        del st.session_state[key]
+    return st.selectbox(label, ids, key=key)

@@ -1,0 +1,1 @@
+"""Page scripts of the dashboard (run by ``st.navigation``; not imported)."""

@@ -1,0 +1,107 @@
+"""Fleet: demand against provisioned capacity per series, unmet demand as its own
+band, and a utilisation heatmap of series x hour-of-week (evaluation window)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboards import common as c
+
+st.header("Fleet")
+ctx = c.current_run()
+rep = c.report(*ctx.key)
+c.run_caption(ctx, rep)
+series = rep.get("series", {})
+replay = c.frame(*ctx.key, "replay")
+
+rec_cost = sum(s["recommended"]["cost_usd"] for s in series.values())
+base_cost = sum(s["baseline"]["cost_usd"] for s in series.values())
+cols = st.columns(4)
+cols[0].metric("Series", len(series))
+cols[1].metric("Recommended cost (eval. window)", c.usd(rec_cost))
+cols[2].metric("Baseline cost (eval. window)", c.usd(base_cost))
+cols[3].metric("Saving vs baseline", c.pct(c.saving(rec_cost, base_cost)))
+
+rows = []
+for sid, s in sorted(series.items()):
+    r, b = s["recommended"], s["baseline"]
+    rows.append({"series": sid, "kind": s["kind"], "unit": s["unit"],
+                 "coverage (rec.)": c.pct(r["coverage"]), "coverage (base.)": c.pct(b["coverage"]),
+                 "unmet (rec.)": f"{r['unmet']:,.1f} {c.unit_hours(s['unit'])}",
+                 "unmet (base.)": f"{b['unmet']:,.1f} {c.unit_hours(s['unit'])}",
+                 "idle ratio (rec.)": c.pct(r["idle_ratio"])})
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="fleet_table")
+
+st.subheader("Demand against provisioned capacity")
+st.caption("Evaluation window, which the policy search never saw. The red band is unmet demand "
+           "(pending GPUs or missing replicas) under the recommended policy.")
+ids = sorted(series)
+shown = st.multiselect("Series shown", ids, default=ids[:6], key="fleet_series")
+show_base = st.toggle("Show the baseline's capacity", value=True, key="fleet_baseline")
+
+
+def capacity_figure(g: pd.DataFrame, sid: str, unit: str) -> go.Figure:
+    t = g["timestamp"]
+    prov = g["provisioned_recommended"].to_numpy()
+    dem = g["demand"].to_numpy()
+    top = np.where(np.isfinite(dem), np.maximum(dem, prov), prov)
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=t, y=prov, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=t, y=top, mode="lines", line=dict(width=0), fill="tonexty",
+                             fillcolor=c.COLORS["unmet"], name="unmet demand",
+                             customdata=np.maximum(np.nan_to_num(dem) - prov, 0),
+                             hovertemplate="unmet %{customdata:.1f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=t, y=dem, mode="lines", name="demand", line=dict(color=c.COLORS["demand"], width=1)))
+    fig.add_trace(go.Scatter(x=t, y=prov, mode="lines", name="provisioned (recommended)",
+                             line=dict(color=c.COLORS["recommended"], width=1.5, shape="hv")))
+    if show_base:
+        fig.add_trace(go.Scatter(x=t, y=g["provisioned_baseline"], mode="lines", name="provisioned (baseline)",
+                                 line=dict(color=c.COLORS["baseline"], width=1, dash="dot", shape="hv")))
+    fig.update_layout(title=sid, height=340, margin=dict(l=10, r=10, t=40, b=80),
+                      yaxis_title="GPUs" if unit == "gpu" else "replicas",
+                      legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
+    return fig
+
+
+if replay.empty:
+    st.warning("This run has no replay.parquet.")
+for sid in shown:
+    g = c.series_frame(*ctx.key, "replay", sid)
+    if g.empty:
+        st.warning(f"{sid}: no replay rows.")
+        continue
+    st.plotly_chart(capacity_figure(g, sid, series[sid]["unit"]), key=f"fleet_cap_{sid}")
+
+st.subheader("Utilisation by hour of week")
+st.caption("Mean of demand / provisioned capacity (recommended policy) per UTC hour of week, "
+           "evaluation window. Above 100 % means unmet demand.")
+
+
+@st.cache_data(show_spinner=False)
+def heatmap_matrix(run_dir: str, mtime: float) -> pd.DataFrame:
+    r = c.frame(run_dir, mtime, "replay")
+    if r.empty:
+        return pd.DataFrame()
+    r = r.copy()
+    prov = r["provisioned_recommended"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r["util"] = np.where(prov > 0, r["demand"] / prov, np.nan)
+    ts = r["timestamp"].dt.tz_convert("UTC")
+    r["how"] = ts.dt.day_of_week * 24 + ts.dt.hour
+    m = r.groupby(["series_id", "how"])["util"].mean().unstack("how")
+    return m.reindex(columns=range(168))
+
+
+hm = heatmap_matrix(*ctx.key)
+if not hm.empty:
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    labels = [f"{days[h // 24]} {h % 24:02d}h" for h in range(168)]
+    fig = go.Figure(go.Heatmap(z=hm.to_numpy() * 100, x=labels, y=list(hm.index), colorscale="RdYlGn_r",
+                               zmin=0, zmax=120, colorbar=dict(title="util %"),
+                               hovertemplate="%{y}<br>%{x}<br>%{z:.0f}%<extra></extra>"))
+    fig.update_layout(height=140 + 40 * len(hm), margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(tickmode="array", tickvals=labels[::24], ticktext=days))
+    st.plotly_chart(fig, key="fleet_heatmap")

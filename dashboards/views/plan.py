@@ -1,0 +1,97 @@
+"""Plan: recommended against baseline per series, the optimiser's convergence
+curve and the trial scatter of cost against coverage (from the trial log)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboards import common as c
+
+st.header("Plan")
+ctx = c.current_run()
+rep = c.report(*ctx.key)
+c.run_caption(ctx, rep)
+series = rep.get("series", {})
+target = rep.get("run", {}).get("coverage_target")
+
+st.subheader("Recommended against baseline")
+st.caption("Evaluation window, never seen by the search. Saving = 1 − recommended cost / baseline cost.")
+rows = []
+for sid, s in sorted(series.items()):
+    r, b = s["recommended"], s["baseline"]
+    u = c.unit_hours(s["unit"])
+    rows.append({"series": sid, "kind": s["kind"],
+                 "cost rec. (USD)": round(r["cost_usd"]), "cost base. (USD)": round(b["cost_usd"]),
+                 "saving": c.pct(c.saving(r["cost_usd"], b["cost_usd"])),
+                 "coverage rec.": c.pct(r["coverage"]), "coverage base.": c.pct(b["coverage"]),
+                 "idle rec.": c.pct(r["idle_ratio"]), "idle base.": c.pct(b["idle_ratio"]),
+                 "unmet rec.": f"{r['unmet']:,.1f} {u}", "unmet base.": f"{b['unmet']:,.1f} {u}"})
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="plan_table",
+             column_config={"cost rec. (USD)": st.column_config.NumberColumn(format="%d"),
+                            "cost base. (USD)": st.column_config.NumberColumn(format="%d")})
+
+sid = c.series_picker(rep, "plan_series")
+s = series[sid]
+r, b = s["recommended"], s["baseline"]
+cols = st.columns(4)
+cols[0].metric("Cost", c.usd(r["cost_usd"]), delta=f"{c.usd_delta(r['cost_usd'] - b['cost_usd'])} vs baseline",
+               delta_color="inverse")
+cols[1].metric("Coverage", c.pct(r["coverage"]), delta=f"{100 * (r['coverage'] - b['coverage']):+.1f} pp")
+cols[2].metric("Idle ratio", c.pct(r["idle_ratio"]), delta=f"{100 * (r['idle_ratio'] - b['idle_ratio']):+.1f} pp",
+               delta_color="inverse")
+cols[3].metric(f"Unmet ({c.unit_hours(s['unit'])})", f"{r['unmet']:,.1f}", delta=f"{r['unmet'] - b['unmet']:+,.1f}",
+               delta_color="inverse")
+
+left, right = st.columns(2)
+with left:
+    st.markdown("**Tuned parameters**")
+    st.json(r.get("params", {}), expanded=True)
+with right:
+    st.markdown("**Capacity plan**")
+    st.json(s.get("plan", {}), expanded=False)
+
+trials = c.series_frame(*ctx.key, "trials", sid)
+st.subheader("Optimiser")
+if trials.empty:
+    st.warning("No trials logged for this series.")
+else:
+    st.caption("Trials replay the tuning window; the chosen policy is then scored on the later evaluation window.")
+    conv = go.Figure()
+    for method, g in trials.sort_values("trial").groupby("method"):
+        conv.add_trace(go.Scatter(x=g["trial"], y=g["objective"], mode="markers", name=f"{method} trial",
+                                  marker=dict(size=6, opacity=0.5,
+                                              color=c.COLORS["recommended"] if method == "gp" else "#9ca3af")))
+        conv.add_trace(go.Scatter(x=g["trial"], y=np.minimum.accumulate(g["objective"].to_numpy()), mode="lines",
+                                  name=f"{method} best so far", line=dict(
+                                      color=c.COLORS["recommended"] if method == "gp" else "#6b7280", shape="hv")))
+    bo = s.get("tuning", {}).get("baseline_objective")
+    if bo is not None:
+        conv.add_hline(y=bo, line=dict(color=c.COLORS["baseline"], dash="dash"), annotation_text="baseline")
+    conv.update_layout(height=380, xaxis_title="trial", yaxis_title="objective",
+                       margin=dict(l=10, r=10, t=30, b=10),
+                       legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    scat = go.Figure()
+    for method, g in trials.groupby("method"):
+        scat.add_trace(go.Scatter(x=g["coverage"], y=g["cost_usd"], mode="markers", name=method,
+                                  text=[f"trial {t}" for t in g["trial"]],
+                                  marker=dict(size=8, opacity=0.7,
+                                              color=c.COLORS["recommended"] if method == "gp" else "#9ca3af")))
+    if target:
+        scat.add_vline(x=target, line=dict(color="#dc2626", dash="dash"), annotation_text=f"target {target:g}")
+    scat.update_layout(height=380, xaxis_title="coverage", yaxis_title="cost (USD)",
+                       margin=dict(l=10, r=10, t=30, b=10),
+                       legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
+    a, b2 = st.columns(2)
+    a.markdown("**Convergence** (objective, lower is better)")
+    a.plotly_chart(conv, key="plan_convergence")
+    b2.markdown("**Trials: cost against coverage** (tuning window)")
+    b2.plotly_chart(scat, key="plan_scatter")
+    with st.expander("Trial log"):
+        show = trials.drop(columns=["series_id"]).copy()
+        show["params"] = show["params"].map(lambda p: json.dumps(json.loads(p), separators=(",", ":")))
+        st.dataframe(show, hide_index=True, width="stretch", key="plan_trials")
