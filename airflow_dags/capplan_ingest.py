@@ -59,4 +59,4 @@ def capplan_ingest():
     record(done, ids, cfg_path)
 
 
-capplan_ingest()
+DAG = capplan_ingest()

@@ -41,4 +41,4 @@ def capplan_plan():
     plan(config())
 
 
-capplan_plan()
+DAG = capplan_plan()

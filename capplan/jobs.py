@@ -258,9 +258,18 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
 
     if tier not in PLAN_TIERS:
         raise JobError(f"tier {tier!r}: not one of {PLAN_TIERS}")
+    from capplan.errors import InputError
+    from capplan.sources import LoadedHistory
+
     cfg = _cfg(config_path)
     store = _store(cfg)
-    loaded = pl.load_stage("store", cfg, [series_id])
+    try:
+        frame, meta, _ = store.read_series(series_id)  # this series only, not the whole store
+    except KeyError:
+        raise InputError(f"series {series_id!r}: no history in {store.history_dir} (did its ingest fail?)") from None
+    if frame.empty:
+        raise InputError(f"series {series_id!r}: empty history in {store.history_dir}")
+    loaded = LoadedHistory(frame, {series_id: meta}, [], label=f"store:{store.root}")
     prep = pl.regularise_stage(loaded, cfg)
     rolling, final, fb, warns = tier_forecast(prep, cfg, tier, seed)
     d = tier_dir(store.root, tier, ld_key(logical_date))

@@ -68,13 +68,16 @@ def airflow_env(airflow_required, tmp_path_factory):
         forecast: {{lstm_epochs: 1, lstm_max_windows: 200, prophet_samples: 50}}
         """))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.pop("CAPPLAN_INGEST_RETRIES", None)
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-        "CAPPLAN_CONFIG": str(cfg),
+        # the Airflow Variable capplan_config (env-backed) wins over CAPPLAN_CONFIG, which points nowhere here
+        "AIRFLOW_VAR_CAPPLAN_CONFIG": str(cfg),
+        "CAPPLAN_CONFIG": str(root / "not-this.yaml"),
         "CAPPLAN_INGEST_RETRIES": "0",
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "PYTHONWARNINGS": "ignore",
