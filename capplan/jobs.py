@@ -353,20 +353,13 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     key = ld_key(logical_date)
     expected = series_ids(config_path)
     stored = set(store.series_ids())
-    latest, missing = {}, {}
+    latest = {}
     for tier in PLAN_TIERS:
         lf = latest_forecasts(store.root, tier)
         if lf is None:
             raise JobError(f"no {tier} forecasts in {store.root}/forecasts/{tier}: run capplan_forecast_{tier} first")
         latest[tier] = lf
-    for sid in expected:
-        if sid not in stored:
-            missing[sid] = "no history in the store (ingest failed)"
-            continue
-        gone = [t for t in PLAN_TIERS if sid not in latest[t][1]["ok"]]
-        if gone:
-            missing[sid] = "no forecast from tier " + ", ".join(
-                f"{t} (run {latest[t][0]})" for t in gone)
+    missing = missing_series(expected, stored, latest)
     todo = [s for s in expected if s not in missing]
     if not todo:
         raise JobError(f"nothing to plan: every series is missing: {missing}")
@@ -432,6 +425,20 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     store.mark_latest(run_id)
     return {"run_id": run_id, "out": str(out), "planned": sorted(plans_ids(plans)), "missing": missing,
             "files": files}
+
+
+def missing_series(expected: list[str], stored: set[str], latest: dict[str, tuple[str, dict]]) -> dict[str, str]:
+    """Series the plan must leave out, with the reason: no history in the store,
+    or no forecast of some tier in that tier's latest run (its task failed)."""
+    missing = {}
+    for sid in expected:
+        if sid not in stored:
+            missing[sid] = "no history in the store (ingest failed)"
+            continue
+        gone = [t for t in PLAN_TIERS if sid not in latest[t][1]["ok"]]
+        if gone:
+            missing[sid] = "no forecast from tier " + ", ".join(f"{t} (run {latest[t][0]})" for t in gone)
+    return missing
 
 
 def plans_ids(plans) -> list[str]:

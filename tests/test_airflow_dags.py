@@ -287,3 +287,28 @@ def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
     assert cfg.prometheus.basic_auth.username == "u" and cfg.prometheus.bearer_token_env is None
     assert "pw" not in cfg.model_dump_json()
     assert jobs.connection_overrides(cfg, None) is cfg
+
+
+def test_record_forecasts_keeps_exactly_the_successful_set(tmp_path):
+    cfg = tmp_path / "capplan.yaml"
+    cfg.write_text("store: store\n")
+    d = jobs.tier_dir(tmp_path / "store", "daily", LD)
+    d.mkdir(parents=True)
+    for key in ("train%2Fa", "train%2Fb"):  # b: left over from an earlier try of the same logical date
+        for suffix in (".parquet", ".backtest.parquet", ".json"):
+            (d / f"{key}{suffix}").write_text("x")
+    doc = jobs.record_forecasts(cfg, "daily", LOGICAL_DATE, [{"series_id": "train/a"}, None],
+                                ["train/a", "train/b"])
+    assert doc["ok"] == ["train/a"] and doc["missing"] == ["train/b"]
+    assert sorted(os.listdir(d)) == ["_manifest.json", "train%2Fa.backtest.parquet", "train%2Fa.json",
+                                     "train%2Fa.parquet"]
+    key, man = jobs.latest_forecasts(tmp_path / "store", "daily")
+    assert key == LD and man["missing"] == ["train/b"]
+
+
+def test_missing_series_reasons():
+    latest = {t: (LD, {"ok": ["a", "b"] if t != "weekly" else ["a"]}) for t in TIERS}
+    got = jobs.missing_series(["a", "b", "c"], {"a", "b"}, latest)
+    assert set(got) == {"b", "c"}
+    assert "ingest failed" in got["c"]
+    assert got["b"].startswith("no forecast from tier weekly")
