@@ -1,0 +1,62 @@
+"""``capplan_ingest``: every 15 minutes, new history of every configured series into the store.
+
+One mapped task per series (``.expand``): one series that cannot be pulled
+fails its own task (after retries with exponential backoff) and is recorded
+as missing; the others land. Prometheus credentials come from the Airflow
+Connection ``capplan_prometheus`` (never from DAG code); the config path from
+the Variable ``capplan_config`` or env ``CAPPLAN_CONFIG``.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import TriggerRule, dag, task
+
+from airflow_dags import common
+
+
+@dag(
+    dag_id="capplan_ingest",
+    schedule="*/15 * * * *",
+    start_date=common.START,
+    catchup=False,
+    max_active_runs=1,
+    tags=common.TAGS,
+    doc_md=__doc__,
+)
+def capplan_ingest():
+    @task
+    def config() -> str:
+        return common.config_path()
+
+    @task
+    def series(cfg_path: str) -> list[str]:
+        from capplan import jobs
+
+        return jobs.series_ids(cfg_path)
+
+    @task(
+        retries=common.INGEST_RETRIES,
+        retry_delay=common.INGEST_RETRY_DELAY,
+        retry_exponential_backoff=True,
+        max_retry_delay=common.INGEST_MAX_RETRY_DELAY,
+        map_index_template="{{ series_label }}",
+    )
+    def ingest(series_id: str, cfg_path: str) -> dict:
+        from capplan import jobs
+
+        common.label_map_index(series_id)
+        return jobs.ingest_series(cfg_path, series_id, common.prometheus_connection())
+
+    @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[common.HISTORY_ASSET])
+    def record(results, expected: list[str], cfg_path: str) -> dict:
+        from capplan import jobs
+
+        return jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
+
+    cfg_path = config()
+    ids = series(cfg_path)
+    done = ingest.partial(cfg_path=cfg_path).expand(series_id=ids)
+    record(done, ids, cfg_path)
+
+
+DAG = capplan_ingest()

@@ -1,0 +1,471 @@
+"""The functions scheduled jobs (the Airflow DAGs in ``airflow_dags/``) call.
+
+Each function is thin: it reads ``capplan.yaml``, calls the stage functions of
+:mod:`capplan.pipeline` and writes its outputs under the store, keyed by the
+run's *logical date* and replaced atomically, so a rerun for the same logical
+date replaces the same files and leaves one single set of outputs.
+
+Store layout added by the jobs (``<ld>`` is :func:`ld_key` of the logical date)::
+
+    ingest/<ld>.json                              what one ingest run did (ok / failed series)
+    forecasts/<tier>/<ld>/<series-key>.parquet    the tier's plan forecast (forecast contract)
+    forecasts/<tier>/<ld>/<series-key>.backtest.parquet
+                                                  its rolling-origin forecasts over the tuning and
+                                                  evaluation windows (what the policy search replays)
+    forecasts/<tier>/<ld>/<series-key>.json       fallbacks, warnings, data range, versions
+    forecasts/<tier>/<ld>/_manifest.json          series ok / missing in that run (written last)
+    forecasts/<tier>/LATEST                       the last logical date whose manifest is complete
+    plans/<ld>/                                   the plan's output folder (policy.yaml, manifests/,
+                                                  forecasts.parquet, report.json ...), swapped in whole
+    runs/airflow-<ld>-s<seed>/                    the same folder as a store run (LATEST points to it)
+
+Importing this module is cheap (standard library only): pandas, TensorFlow and
+Prophet load inside the functions, so DAG files may import it at parse time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+CONFIG_ENV = "CAPPLAN_CONFIG"
+CONFIG_VARIABLE = "capplan_config"
+PROMETHEUS_CONN_ID = "capplan_prometheus"
+PLAN_TIERS = ("hourly", "daily", "weekly")
+# the env variables a Prometheus Connection's secrets are handed over in (process-local)
+_PROM_TOKEN_ENV = "CAPPLAN_PROMETHEUS_TOKEN"
+_PROM_PASSWORD_ENV = "CAPPLAN_PROMETHEUS_PASSWORD"
+
+
+class JobError(RuntimeError):
+    """A job cannot run (bad setup, missing inputs); the message says what to do."""
+
+
+# -- keys and config ------------------------------------------------------------
+def ld_key(logical_date: Any) -> str:
+    """Folder-safe key of a logical date: UTC, ``YYYYMMDDTHHMMSSZ``.
+
+    Accepts a datetime (naive is taken as UTC) or an ISO string.
+    """
+    if isinstance(logical_date, str):
+        logical_date = dt.datetime.fromisoformat(logical_date.replace("Z", "+00:00"))
+    if not isinstance(logical_date, dt.datetime):
+        raise JobError(f"logical date {logical_date!r}: not a datetime")
+    if logical_date.tzinfo is None:
+        logical_date = logical_date.replace(tzinfo=dt.timezone.utc)
+    return logical_date.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def resolve_config_path(variable_value: str | None = None) -> Path:
+    """The path of ``capplan.yaml``: the Airflow Variable's value if given, else
+    the env variable ``CAPPLAN_CONFIG``.
+
+    Raises JobError when neither is set or the file does not exist.
+    """
+    raw = variable_value or os.environ.get(CONFIG_ENV)
+    if not raw:
+        raise JobError(f"no capplan config: set the Airflow Variable {CONFIG_VARIABLE!r} or the env variable "
+                       f"{CONFIG_ENV} to the path of capplan.yaml")
+    p = Path(raw).expanduser()
+    if not p.is_file():
+        raise JobError(f"capplan config {p}: file not found (from Variable {CONFIG_VARIABLE!r} or {CONFIG_ENV})")
+    return p
+
+
+def _cfg(config_path):
+    from capplan.config import load_config
+
+    return load_config(config_path)
+
+
+def _store(cfg):
+    from capplan.store import Store
+
+    return Store(cfg.store)
+
+
+def series_ids(config_path) -> list[str]:
+    """The series the jobs work on: the config's ``series`` ids, or, when it
+    lists none and has no ``prometheus`` section, every series of the sample."""
+    cfg = _cfg(config_path)
+    if cfg.series:
+        return [s.id for s in cfg.series]
+    if cfg.prometheus is not None:
+        raise JobError("config has a prometheus section but no series")
+    from capplan.sources import load_source
+
+    return sorted(load_source("sample").meta)
+
+
+# -- ingest -----------------------------------------------------------------------
+def connection_overrides(cfg, conn: dict | None):
+    """Apply an Airflow Connection (``host``/``schema``/``port``, ``login``,
+    ``password``, ``extra``) to ``cfg.prometheus`` without writing a secret anywhere:
+    the secret goes into a process-local env variable whose *name* the config holds.
+
+    ``extra`` keys: ``bearer_token`` (else ``password`` without ``login`` is a
+    bearer token), ``ca_file``, ``verify_tls``, ``timeout_s``.
+    """
+    if not conn:
+        return cfg
+    from capplan.config import BasicAuth, PrometheusConfig
+
+    extra = conn.get("extra") or {}
+    if isinstance(extra, str):
+        extra = json.loads(extra) if extra.strip() else {}
+    url = conn.get("uri_base") or ""
+    if not url and conn.get("host"):
+        host = conn["host"]
+        scheme = conn.get("schema") or ("https" if extra.get("https") else "http")
+        url = host if "://" in host else f"{scheme}://{host}"
+        if conn.get("port"):
+            url += f":{conn['port']}"
+    base = cfg.prometheus.model_dump() if cfg.prometheus is not None else {}
+    if url:
+        base["url"] = url
+    if not base.get("url"):
+        raise JobError(f"Airflow Connection {PROMETHEUS_CONN_ID!r} has no host and the config no prometheus.url")
+    token = extra.get("bearer_token") or (conn.get("password") if not conn.get("login") else None)
+    if token:
+        os.environ[_PROM_TOKEN_ENV] = token
+        base["bearer_token_env"], base["basic_auth"] = _PROM_TOKEN_ENV, None
+    elif conn.get("login"):
+        os.environ[_PROM_PASSWORD_ENV] = conn.get("password") or ""
+        base["basic_auth"] = BasicAuth(username=conn["login"], password_env=_PROM_PASSWORD_ENV).model_dump()
+        base["bearer_token_env"] = None
+    for k in ("ca_file", "verify_tls", "timeout_s"):
+        if k in extra:
+            base[k] = extra[k]
+    cfg.prometheus = PrometheusConfig.model_validate(base)
+    return cfg
+
+
+def ingest_one(cfg, series_id: str, store) -> dict:
+    """PROMETHEUS HOOK (reconciled at merge with ``capplan.sources.prometheus``):
+    pull new history of one configured series from Prometheus into ``store``.
+
+    Imports the puller lazily; it is expected to append points after
+    ``store.last_timestamp(series_id)`` and write the series with
+    ``store.write_series`` (atomic per file). Returns ``{"rows": n, ...}``.
+    """
+    from capplan.sources import prometheus as prom  # noqa: F401  (lazy: written in parallel, issue "ingest")
+
+    spec = next(s for s in cfg.series if s.id == series_id)
+    for name in ("ingest_series", "pull_series", "ingest_one"):
+        fn = getattr(prom, name, None)
+        if callable(fn):
+            res = fn(cfg, spec, store)
+            return res if isinstance(res, dict) else {"rows": int(res or 0)}
+    raise JobError("capplan.sources.prometheus has no ingest function yet (ingest_series / pull_series)")
+
+
+def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict:
+    """Bring one series' history into the store.
+
+    Without a ``prometheus`` section (and no Connection) the series is copied
+    from the embedded sample (a deterministic refresh, for demos and tests);
+    otherwise :func:`ingest_one` pulls it.
+
+    Raises KeyError / InputError for a series that cannot be found.
+    """
+    cfg = connection_overrides(_cfg(config_path), conn)
+    store = _store(cfg)
+    if cfg.prometheus is None:
+        from capplan.errors import InputError
+        from capplan.sources import load_source
+        from forecasting.types import SeriesMeta
+
+        loaded = load_source("sample")
+        f = loaded.frame[loaded.frame["series_id"] == series_id]
+        if f.empty:
+            raise InputError(f"series {series_id!r}: not in the sample (no prometheus section in the config)")
+        meta = loaded.meta.get(series_id, SeriesMeta())
+        store.write_series(series_id, f, meta, state={"source": "sample"})
+        return {"series_id": series_id, "rows": int(len(f)), "source": "sample",
+                "last_timestamp": f["timestamp"].max().isoformat()}
+    res = ingest_one(cfg, series_id, store)
+    last = store.last_timestamp(series_id)
+    return {"series_id": series_id, "source": "prometheus", **res,
+            "last_timestamp": last.isoformat() if last is not None else None}
+
+
+def record_ingest(config_path, logical_date, results: list[dict] | None, expected: list[str]) -> dict:
+    """Write ``ingest/<ld>.json``: which series were refreshed and which failed."""
+    from capplan import atomic
+
+    cfg = _cfg(config_path)
+    ok = sorted({r["series_id"] for r in (results or []) if r})
+    doc = {"logical_date": ld_key(logical_date), "ok": ok, "missing": sorted(set(expected) - set(ok)),
+           "results": [r for r in (results or []) if r]}
+    atomic.write_text(_store(cfg).root / "ingest" / f"{doc['logical_date']}.json", json.dumps(doc, indent=2) + "\n")
+    return doc
+
+
+# -- forecasts ------------------------------------------------------------------------
+def tier_dir(store_root, tier: str, key: str) -> Path:
+    return Path(store_root) / "forecasts" / tier / key
+
+
+def _rolling_cadence(tier: str, kind: str) -> str:
+    # the same cadences as capplan.pipeline.forecast_stage
+    return {"hourly": {"inference": "1h", "training": "4h"}[kind], "daily": "1D", "weekly": "7D"}[tier]
+
+
+def tier_forecast(prep, cfg, tier: str, seed: int = 0):
+    """One tier's rolling-origin forecasts (tuning + evaluation windows) and its
+    plan forecast fitted on all history, as :func:`capplan.pipeline.forecast_stage`
+    computes them for that tier. Returns ``(rolling, final, fallbacks, warnings)``."""
+    import pandas as pd
+
+    from capplan import pipeline as pl
+    from forecasting import backtest as bt
+    from forecasting.tiers import make
+
+    opts = pl.tier_options(cfg).get(tier, {})
+    upper = pl._upper(prep.h5)
+    omap = {sid: bt.origins(w, _rolling_cadence(tier, prep.meta[sid].kind)) for sid, w in prep.windows.items()}
+    rolling, fallbacks, warns = bt.rolling_forecasts(tier, prep.h5, prep.h1, prep.meta, omap, seed, opts)
+    rolling = pl._sanitise(rolling, upper)
+    m = make(tier, seed=seed, **opts)
+    data = prep.h1 if m.step == "1h" else prep.h5
+    if m.step == "1h":
+        last5 = prep.h5.groupby("series_id")["timestamp"].max()
+        cut = {sid: (t + pl.STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
+        data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
+    m.fit(data, prep.meta)
+    final = m.predict(data)
+    if m.step == "1h":
+        final["issued_at"] = final["issued_at"] + pd.Timedelta("1h") - pl.STEP
+        final = bt.expand_to_grid(final)
+    final = pl._sanitise(final, upper)
+    fb = dict(fallbacks)
+    for sid, msg in m.fallbacks.items():
+        fb.setdefault(sid, msg)
+    return rolling, final, fb, warns
+
+
+def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: int = 0) -> dict:
+    """Fit one tier on one stored series and write its forecasts for ``logical_date``.
+
+    Raises InputError when the series is not in the store (its ingest failed).
+    """
+    from capplan import atomic
+    from capplan import pipeline as pl
+    from capplan.store import series_key
+
+    if tier not in PLAN_TIERS:
+        raise JobError(f"tier {tier!r}: not one of {PLAN_TIERS}")
+    from capplan.errors import InputError
+    from capplan.sources import LoadedHistory
+
+    cfg = _cfg(config_path)
+    store = _store(cfg)
+    try:
+        frame, meta, _ = store.read_series(series_id)  # this series only, not the whole store
+    except KeyError:
+        raise InputError(f"series {series_id!r}: no history in {store.history_dir} (did its ingest fail?)") from None
+    if frame.empty:
+        raise InputError(f"series {series_id!r}: empty history in {store.history_dir}")
+    loaded = LoadedHistory(frame, {series_id: meta}, [], label=f"store:{store.root}")
+    prep = pl.regularise_stage(loaded, cfg)
+    rolling, final, fb, warns = tier_forecast(prep, cfg, tier, seed)
+    d = tier_dir(store.root, tier, ld_key(logical_date))
+    key = series_key(series_id)
+    atomic.write_parquet(d / f"{key}.backtest.parquet", rolling)
+    atomic.write_parquet(d / f"{key}.parquet", final)
+    h = prep.h5["timestamp"]
+    doc = {"series_id": series_id, "tier": tier, "logical_date": ld_key(logical_date), "seed": seed,
+           "issued_at": final["issued_at"].max().isoformat() if len(final) else None,
+           "data_range": [h.min().isoformat(), h.max().isoformat()], "rows": int(len(final)),
+           "backtest_rows": int(len(rolling)),
+           "fallbacks": ([fb[series_id]] if series_id in fb else []) + prep.notes.get(series_id, []),
+           "warnings": warns.get(series_id, [])[:10], "versions": pl.versions()}
+    atomic.write_text(d / f"{key}.json", json.dumps(doc, indent=2) + "\n")
+    return {"series_id": series_id, "tier": tier, "rows": doc["rows"], "issued_at": doc["issued_at"]}
+
+
+def record_forecasts(config_path, tier: str, logical_date, results: list[dict] | None, expected: list[str]) -> dict:
+    """After a tier's mapped tasks: write ``_manifest.json`` (series ok / missing)
+    and point ``forecasts/<tier>/LATEST`` at this logical date.
+
+    Files of a series whose task did not succeed in this run are removed, so the
+    folder holds exactly the manifest's set.
+    """
+    from capplan import atomic
+    from capplan.store import series_key
+
+    cfg = _cfg(config_path)
+    store = _store(cfg)
+    key = ld_key(logical_date)
+    d = tier_dir(store.root, tier, key)
+    d.mkdir(parents=True, exist_ok=True)
+    ok = sorted({r["series_id"] for r in (results or []) if r})
+    keep = {series_key(s) for s in ok}
+    for p in d.iterdir():
+        stem = p.name.split(".")[0]
+        if not p.name.startswith("_") and not p.name.startswith(".") and stem not in keep:
+            p.unlink()
+    doc = {"tier": tier, "logical_date": key, "ok": ok, "missing": sorted(set(expected) - set(ok)),
+           "written_at": dt.datetime.now(dt.timezone.utc).isoformat()}
+    atomic.write_text(d / "_manifest.json", json.dumps(doc, indent=2) + "\n")
+    atomic.write_text(d.parent / "LATEST", key + "\n")
+    return doc
+
+
+def latest_forecasts(store_root, tier: str) -> tuple[str, dict] | None:
+    """``(logical-date key, manifest)`` of a tier's latest complete run, or None."""
+    p = Path(store_root) / "forecasts" / tier / "LATEST"
+    if not p.exists():
+        return None
+    key = p.read_text().strip()
+    m = tier_dir(store_root, tier, key) / "_manifest.json"
+    if not m.exists():
+        return None
+    return key, json.loads(m.read_text())
+
+
+# -- plan -----------------------------------------------------------------------------
+def plan(config_path, logical_date, seed: int = 0) -> dict:
+    """Combine each tier's latest forecasts, search policies, write and check
+    manifests: the output folder ``<store>/plans/<ld>/`` (swapped in whole) and
+    the store run ``airflow-<ld>-s<seed>`` (marked LATEST).
+
+    A configured series without history or without a forecast of some tier in
+    that tier's latest run is left out and listed in ``report.json`` under
+    ``missing`` with the reason. Returns a summary dict.
+
+    Raises JobError when a tier has never run or no series is left to plan.
+    """
+    import pandas as pd
+
+    from capplan import atomic
+    from capplan import pipeline as pl
+    from capplan.store import series_key
+    from forecasting import backtest as bt
+    from forecasting.tiers import TIER_NAMES
+    from forecasting.types import FORECAST_COLUMNS, QCOLS
+
+    cfg = _cfg(config_path)
+    store = _store(cfg)
+    key = ld_key(logical_date)
+    expected = series_ids(config_path)
+    stored = set(store.series_ids())
+    latest = {}
+    for tier in PLAN_TIERS:
+        lf = latest_forecasts(store.root, tier)
+        if lf is None:
+            raise JobError(f"no {tier} forecasts in {store.root}/forecasts/{tier}: run capplan_forecast_{tier} first")
+        latest[tier] = lf
+    missing = missing_series(expected, stored, latest)
+    todo = [s for s in expected if s not in missing]
+    if not todo:
+        raise JobError(f"nothing to plan: every series is missing: {missing}")
+
+    t0 = dt.datetime.now(dt.timezone.utc)
+    loaded = pl.load_stage("store", cfg, todo)
+    prep = pl.regularise_stage(loaded, cfg)
+    upper = pl._upper(prep.h5)
+    rolling, final_tiers, fallbacks, warnings = {}, {}, {}, {}
+    for tier in PLAN_TIERS:
+        d = tier_dir(store.root, tier, latest[tier][0])
+        rolling[tier] = pd.concat([pd.read_parquet(d / f"{series_key(s)}.backtest.parquet") for s in todo],
+                                  ignore_index=True)
+        final_tiers[tier] = pd.concat([pd.read_parquet(d / f"{series_key(s)}.parquet") for s in todo],
+                                      ignore_index=True)
+        for s in todo:
+            doc = json.loads((d / f"{series_key(s)}.json").read_text())
+            for msg in doc.get("fallbacks", []):
+                if msg not in fallbacks.setdefault(s, []) and msg not in prep.notes.get(s, []):
+                    fallbacks[s].append(msg)
+            warnings.setdefault(s, []).extend(doc.get("warnings", []))
+    # the benchmarks are cheap; the backtest scores every tier against them
+    for name in ("seasonal_naive", "naive"):
+        omap = {sid: bt.origins(w, "1D") for sid, w in prep.windows.items()}
+        f, _, _ = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, omap, seed)
+        rolling[name] = pl._sanitise(f, upper)
+    comb = []
+    for sid, w in prep.windows.items():
+        per = {t: rolling[t][rolling[t]["series_id"] == sid] for t in TIER_NAMES}
+        for o in bt.origins(w, "1D"):
+            comb.append(bt.combine_latest(per, o))
+    rolling["combined"] = pd.concat(comb, ignore_index=True) if comb else rolling["naive"].iloc[:0]
+    finals = []
+    last5 = prep.h5.groupby("series_id")["timestamp"].max()
+    for sid, last in last5.items():
+        per = {t: final_tiers[t][final_tiers[t]["series_id"] == sid] for t in TIER_NAMES}
+        c = bt.combine_latest(per, last)
+        grid = pd.date_range(last + pl.STEP, periods=pl.PLAN_STEPS, freq=pl.STEP)
+        c = c.set_index("timestamp").reindex(grid)
+        c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
+        c = c.rename_axis("timestamp").reset_index()
+        c["series_id"], c["tier"], c["issued_at"] = sid, "combined", last
+        finals.append(pl._sanitise(c[FORECAST_COLUMNS], upper))
+    fc = pl.Forecasts(rolling, pd.concat(finals, ignore_index=True), final_tiers, fallbacks, warnings)
+    scores = pl.backtest_stage(prep, fc)
+    outcomes = pl.search_stage(prep, fc, cfg, seed)
+    run_id = f"airflow-{key}-s{seed}"
+    plans = pl.build_plans(prep, fc, outcomes, run_id)
+    run = {"run_id": run_id, "seed": seed, "logical_date": key, "started_at": t0.isoformat(), "source": "store",
+           "forecast_runs": {t: latest[t][0] for t in PLAN_TIERS}, "versions": pl.versions(),
+           "coverage_target": cfg.plan.coverage_target, "n_calls": cfg.plan.n_calls}
+    report = pl.build_report(run, prep, fc, scores, outcomes, plans)
+    report["missing"] = missing
+    out = store.root / "plans" / key
+    files = pl.export_stage(out, report, plans, fc, outcomes, prep, cfg, None)
+    problems = check_manifests(out)
+    if problems:
+        raise JobError(f"manifests in {out} failed checks: {problems}")
+    import shutil
+
+    with atomic.replace_dir(store.run_dir(run_id)) as tmp:
+        shutil.copytree(out, tmp, dirs_exist_ok=True)
+    store.mark_latest(run_id)
+    return {"run_id": run_id, "out": str(out), "planned": sorted(plans_ids(plans)), "missing": missing,
+            "files": files}
+
+
+def missing_series(expected: list[str], stored: set[str], latest: dict[str, tuple[str, dict]]) -> dict[str, str]:
+    """Series the plan must leave out, with the reason: no history in the store,
+    or no forecast of some tier in that tier's latest run (its task failed)."""
+    missing = {}
+    for sid in expected:
+        if sid not in stored:
+            missing[sid] = "no history in the store (ingest failed)"
+            continue
+        gone = [t for t in PLAN_TIERS if sid not in latest[t][1]["ok"]]
+        if gone:
+            missing[sid] = "no forecast from tier " + ", ".join(f"{t} (run {latest[t][0]})" for t in gone)
+    return missing
+
+
+def plans_ids(plans) -> list[str]:
+    return [p.series_id for p in plans]
+
+
+def check_manifests(out: Path) -> list[str]:
+    """Structural checks of the written manifests: each YAML document parses and
+    has ``apiVersion``, ``kind`` and an RFC 1123 ``metadata.name``. Schema
+    validation proper belongs to the exporters (and their tests)."""
+    import re
+
+    import yaml
+
+    label = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    problems = []
+    mdir = Path(out) / "manifests"
+    for p in sorted(mdir.rglob("*.y*ml")) if mdir.exists() else []:
+        try:
+            docs = [d for d in yaml.safe_load_all(p.read_text()) if d]
+        except yaml.YAMLError as exc:
+            problems.append(f"{p.name}: invalid YAML: {exc}")
+            continue
+        for d in docs:
+            name = (d.get("metadata") or {}).get("name", "")
+            if not d.get("apiVersion") or not d.get("kind"):
+                problems.append(f"{p.name}: a document without apiVersion/kind")
+            elif len(name) > 63 or not label.match(name):
+                problems.append(f"{p.name}: {d['kind']} name {name!r} is not an RFC 1123 label")
+    return problems
