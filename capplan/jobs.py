@@ -144,22 +144,20 @@ def connection_overrides(cfg, conn: dict | None):
 
 
 def ingest_one(cfg, series_id: str, store) -> dict:
-    """PROMETHEUS HOOK (reconciled at merge with ``capplan.sources.prometheus``):
-    pull new history of one configured series from Prometheus into ``store``.
+    """Pull new history of one configured series from Prometheus into ``store``
+    (:func:`capplan.sources.prometheus.ingest`: resumes after the last stored point,
+    all or nothing per series). Returns the ingest result as a dict.
 
-    Imports the puller lazily; it is expected to append points after
-    ``store.last_timestamp(series_id)`` and write the series with
-    ``store.write_series`` (atomic per file). Returns ``{"rows": n, ...}``.
+    Raises JobError when the pull failed (so that Airflow retries the task).
     """
-    from capplan.sources import prometheus as prom  # noqa: F401  (lazy: written in parallel, issue "ingest")
+    from capplan.sources import prometheus as prom  # lazy: no network libraries at DAG import
 
-    spec = next(s for s in cfg.series if s.id == series_id)
-    for name in ("ingest_series", "pull_series", "ingest_one"):
-        fn = getattr(prom, name, None)
-        if callable(fn):
-            res = fn(cfg, spec, store)
-            return res if isinstance(res, dict) else {"rows": int(res or 0)}
-    raise JobError("capplan.sources.prometheus has no ingest function yet (ingest_series / pull_series)")
+    (res,) = prom.ingest(cfg, store, series_ids=[series_id])
+    if res.status == "failed":
+        raise JobError(f"ingest {series_id}: {res.error}")
+    out = res.as_dict()
+    out["rows"] = res.new_points
+    return out
 
 
 def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict:
