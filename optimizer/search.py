@@ -28,6 +28,8 @@ from typing import Callable
 import numpy as np
 from skopt import dummy_minimize, gp_minimize
 from skopt.space import Categorical, Integer, Real
+from skopt.space import Space as SkSpace
+from skopt.utils import cook_estimator
 
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 
@@ -141,8 +143,12 @@ def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "gp":
-            res = gp_minimize(f, space.dims, n_calls=n_calls, n_initial_points=n_init, random_state=seed,
-                              n_points=2000)
+            # one optimiser start per GP fit (skopt's default restarts it twice more) and a sampled
+            # acquisition: the same Bayesian loop at a third of the cost on two cores
+            gp = cook_estimator("GP", space=SkSpace(space.dims), random_state=seed, noise="gaussian",
+                                n_restarts_optimizer=0)
+            res = gp_minimize(f, space.dims, base_estimator=gp, n_calls=n_calls, n_initial_points=n_init,
+                              random_state=seed, n_points=2000, acq_optimizer="sampling")
         elif method == "random":
             res = dummy_minimize(f, space.dims, n_calls=n_calls, random_state=seed)
         else:

@@ -33,4 +33,4 @@ fi
 extras=""
 [ "$MODE" = "test" ] && extras="[test,airflow]"
 echo "setup: installing capplan${extras} (first run downloads TensorFlow, Prophet, Airflow: a few minutes)" >&2
-.venv/bin/python -m pip install -q -c requirements.lock -e ".${extras}" >&2
+.venv/bin/python -m pip install -q -c requirements.lock -c airflow_dags/requirements-airflow.lock -e ".${extras}" >&2
