@@ -52,7 +52,10 @@ def main() -> None:
         wrap(n)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        rep = pipeline.run_plan("sample", cfg, Path(d) / "out", series=a.series, seed=0)
+        cfg.models = str(Path(d) / "models")  # a cold registry: every model is fitted
+        rep = pipeline.run_plan("sample", cfg, Path(d) / "out", series=a.series, seed=0,
+                                progress=lambda stage, msg: print(f"  [{time.perf_counter() - t0:6.1f}s] {stage}: {msg}",
+                                                                  flush=True))
     total = time.perf_counter() - t0
     print(f"{'stage':<12}{'seconds':>10}{'peak RSS MiB':>15}")
     for name, s, m in rows:

@@ -15,6 +15,7 @@ if [ "$MODE" = "test" ]; then
   command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
   if [ "${#need[@]}" -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     echo "setup: installing Debian packages: ${need[*]}" >&2
