@@ -200,12 +200,12 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
 
         spec = combine.learn_combination(per, actuals[sid], tune_rows)
         c = combine.apply_combination(per, spec, sid)
-        off = combine.learn_calibration(c, actuals[sid], tune_rows)
-        comb.append(_sanitise(combine.apply_calibration(c, off), upper))
+        comb.append(_sanitise(combine.calibrate_online(c, actuals[sid]), upper))
         final_spec = combine.learn_combination(per, actuals[sid], eval_rows)
         c_eval = combine.apply_combination(per, final_spec, sid)
-        final_off = combine.learn_calibration(c_eval, actuals[sid], eval_rows)
-        combos[sid] = {"rolling": {"combination": spec, "calibration": off},
+        recent = c_eval["timestamp"] > c_eval["timestamp"].max() - pd.Timedelta("7D") if len(c_eval) else None
+        final_off = combine.learn_calibration(c_eval[recent] if recent is not None else c_eval, actuals[sid])
+        combos[sid] = {"rolling": {"combination": spec, "calibration": "online, trailing 7 days"},
                        "final": {"combination": final_spec, "calibration": final_off}}
     rolling["combined"] = pd.concat(comb, ignore_index=True)
 

@@ -18,9 +18,13 @@ Calibration (per series and band)
     One-sided split-conformal offsets (Romano, Patterson & Candès 2019,
     "Conformalized Quantile Regression"): for each level ``q`` the offset is
     the ``ceil((n + 1) q) / n`` empirical quantile of ``actual - forecast_q``
-    on the fitting rows, added to ``forecast_q`` elsewhere. The share of actuals
-    at or below the calibrated ``p95`` is then close to 0.95 on data not used
-    for fitting, if the errors are exchangeable.
+    over a calibration set, added to ``forecast_q``. In rolling evaluation the
+    calibration set of an origin is the band's forecasts whose targets were
+    already observed at that origin, within a trailing window
+    (:func:`calibrate_online`; sliding-window conformal in the spirit of
+    Gibbs & Candès 2021, "Adaptive Conformal Inference Under Distribution
+    Shift"), so no origin sees its own or any later actual. The plan forecast
+    uses every realised error of the trailing window (:func:`learn_calibration`).
 """
 
 from __future__ import annotations
@@ -176,4 +180,45 @@ def apply_calibration(combined: pd.DataFrame, offsets: dict[str, list[float]]) -
         m = bands == band
         for qname, c in zip(QCOLS, offs):
             f.loc[m, qname] = f.loc[m, qname] + c
+    return f
+
+
+def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = pd.Timedelta("7D"),
+                     min_n: int = 24) -> pd.DataFrame:
+    """Rolling split-conformal calibration with no look-ahead.
+
+    For each origin ``o`` and band, the offsets come from the rows of that band
+    whose target is at or before ``o`` and after ``o - window`` (their actuals
+    were known when ``o`` was issued). Origins with fewer than ``min_n`` such
+    rows are left uncalibrated. Returns a new frame; the caller sanitises it.
+    """
+    if combined.empty:
+        return combined
+    f = combined.reset_index(drop=True).copy()
+    bands = band_of(f["timestamp"] - f["issued_at"])
+    y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy()
+    origins = np.sort(f["issued_at"].unique())
+    for band in BANDS:
+        m = np.flatnonzero((bands == band) & np.isfinite(y))
+        rows_all = np.flatnonzero(bands == band)
+        if len(m) < min_n or len(rows_all) == 0:
+            continue
+        ts = f["timestamp"].to_numpy()[m]
+        order = np.argsort(ts, kind="stable")
+        m, ts = m[order], ts[order]
+        resid = {qn: y[m] - f[qn].to_numpy()[m] for qn in QCOLS}
+        issued_rows = f["issued_at"].to_numpy()[rows_all]
+        for o in origins:
+            hi = np.searchsorted(ts, o, side="right")
+            lo = np.searchsorted(ts, o - window.to_timedelta64(), side="right")
+            n = hi - lo
+            if n < min_n:
+                continue
+            target_rows = rows_all[issued_rows == o]
+            if len(target_rows) == 0:
+                continue
+            for qn, q in zip(QCOLS, QUANTILES):
+                level = min(1.0, math.ceil((n + 1) * q) / n)
+                c = float(np.quantile(resid[qn][lo:hi], level, method="higher"))
+                f.loc[target_rows, qn] = f.loc[target_rows, qn].to_numpy() + c
     return f
