@@ -205,7 +205,7 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         c_eval = combine.apply_combination(per, final_spec, sid)
         recent = c_eval["timestamp"] > c_eval["timestamp"].max() - pd.Timedelta("7D") if len(c_eval) else None
         final_off = combine.learn_calibration(c_eval[recent] if recent is not None else c_eval, actuals[sid])
-        combos[sid] = {"rolling": {"combination": spec, "calibration": "online, trailing 7 days"},
+        combos[sid] = {"rolling": {"combination": spec, "calibration": "online split conformal, trailing 7 days"},
                        "final": {"combination": final_spec, "calibration": final_off}}
     rolling["combined"] = pd.concat(comb, ignore_index=True)
 

@@ -190,27 +190,30 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
     For each origin ``o`` and band, the offsets come from the rows of that band
     whose target is at or before ``o`` and after ``o - window`` (their actuals
     were known when ``o`` was issued). Origins with fewer than ``min_n`` such
-    rows are left uncalibrated. Returns a new frame; the caller sanitises it.
+    rows are left uncalibrated. Offsets of the upper quantiles (p90, p95, p99)
+    only widen: the realised errors of a band are biased towards its shortest
+    leads (the long-lead targets are not observed yet), so narrowing would
+    under-cover the long leads. Returns a new frame; the caller sanitises it.
     """
     if combined.empty:
         return combined
     f = combined.reset_index(drop=True).copy()
     bands = band_of(f["timestamp"] - f["issued_at"])
     y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy()
-    origins = np.sort(f["issued_at"].unique())
+    origins = np.unique(pd.DatetimeIndex(f["issued_at"]).asi8)
     for band in BANDS:
         m = np.flatnonzero((bands == band) & np.isfinite(y))
         rows_all = np.flatnonzero(bands == band)
         if len(m) < min_n or len(rows_all) == 0:
             continue
-        ts = f["timestamp"].to_numpy()[m]
+        ts = pd.DatetimeIndex(f["timestamp"]).asi8[m]
         order = np.argsort(ts, kind="stable")
         m, ts = m[order], ts[order]
         resid = {qn: y[m] - f[qn].to_numpy()[m] for qn in QCOLS}
-        issued_rows = f["issued_at"].to_numpy()[rows_all]
+        issued_rows = pd.DatetimeIndex(f["issued_at"]).asi8[rows_all]
         for o in origins:
             hi = np.searchsorted(ts, o, side="right")
-            lo = np.searchsorted(ts, o - window.to_timedelta64(), side="right")
+            lo = np.searchsorted(ts, o - window.value, side="right")
             n = hi - lo
             if n < min_n:
                 continue
@@ -220,5 +223,8 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
             for qn, q in zip(QCOLS, QUANTILES):
                 level = min(1.0, math.ceil((n + 1) * q) / n)
                 c = float(np.quantile(resid[qn][lo:hi], level, method="higher"))
+                if q > 0.5:
+                    c = max(c, 0.0)
                 f.loc[target_rows, qn] = f.loc[target_rows, qn].to_numpy() + c
     return f
+
