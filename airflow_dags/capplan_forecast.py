@@ -16,7 +16,7 @@ tier's Asset, which schedules ``capplan_plan``.
 
 from __future__ import annotations
 
-from airflow.sdk import TriggerRule, dag, task
+from airflow.sdk import TriggerRule, task
 
 from airflow_dags import common
 
@@ -24,26 +24,8 @@ SCHEDULES = {"hourly": "@hourly", "daily": "@daily", "weekly": "@weekly"}
 
 
 def forecast_dag(tier: str):
-    @dag(
-        dag_id=f"capplan_forecast_{tier}",
-        schedule=SCHEDULES[tier],
-        start_date=common.START,
-        catchup=False,
-        max_active_runs=1,
-        tags=common.TAGS + ["forecast"],
-        doc_md=__doc__,
-    )
+    @common.capplan_dag(f"capplan_forecast_{tier}", SCHEDULES[tier], __doc__, tags=["forecast"])
     def forecast():
-        @task
-        def config() -> str:
-            return common.config_path()
-
-        @task
-        def series(cfg_path: str) -> list[str]:
-            from capplan import jobs
-
-            return jobs.series_ids(cfg_path)
-
         @task(max_active_tis_per_dagrun=2, map_index_template="{{ series_label }}")
         def fit(series_id: str, cfg_path: str) -> dict:
             from capplan import jobs
@@ -57,10 +39,7 @@ def forecast_dag(tier: str):
 
             return jobs.record_forecasts(cfg_path, tier, common.logical_date(), list(results or []), expected)
 
-        cfg_path = config()
-        ids = series(cfg_path)
-        done = fit.partial(cfg_path=cfg_path).expand(series_id=ids)
-        record(done, ids, cfg_path)
+        common.per_series(fit, record)
 
     return forecast()
 

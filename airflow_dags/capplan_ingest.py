@@ -9,31 +9,13 @@ the Variable ``capplan_config`` or env ``CAPPLAN_CONFIG``.
 
 from __future__ import annotations
 
-from airflow.sdk import TriggerRule, dag, task
+from airflow.sdk import TriggerRule, task
 
 from airflow_dags import common
 
 
-@dag(
-    dag_id="capplan_ingest",
-    schedule="*/15 * * * *",
-    start_date=common.START,
-    catchup=False,
-    max_active_runs=1,
-    tags=common.TAGS,
-    doc_md=__doc__,
-)
+@common.capplan_dag("capplan_ingest", "*/15 * * * *", __doc__)
 def capplan_ingest():
-    @task
-    def config() -> str:
-        return common.config_path()
-
-    @task
-    def series(cfg_path: str) -> list[str]:
-        from capplan import jobs
-
-        return jobs.series_ids(cfg_path)
-
     @task(
         retries=common.INGEST_RETRIES,
         retry_delay=common.INGEST_RETRY_DELAY,
@@ -53,10 +35,7 @@ def capplan_ingest():
 
         return jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
 
-    cfg_path = config()
-    ids = series(cfg_path)
-    done = ingest.partial(cfg_path=cfg_path).expand(series_id=ids)
-    record(done, ids, cfg_path)
+    common.per_series(ingest, record)
 
 
 DAG = capplan_ingest()

@@ -10,27 +10,15 @@ under ``missing`` in ``report.json``.
 
 from __future__ import annotations
 
-from airflow.sdk import dag, task
+from airflow.sdk import task
 
 from airflow_dags import common
 
 F = common.FORECAST_ASSETS
 
 
-@dag(
-    dag_id="capplan_plan",
-    schedule=(F["hourly"] | F["daily"] | F["weekly"]),
-    start_date=common.START,
-    catchup=False,
-    max_active_runs=1,
-    tags=common.TAGS,
-    doc_md=__doc__,
-)
+@common.capplan_dag("capplan_plan", F["hourly"] | F["daily"] | F["weekly"], __doc__)
 def capplan_plan():
-    @task
-    def config() -> str:
-        return common.config_path()
-
     @task(outlets=[common.PLAN_ASSET])
     def plan(cfg_path: str) -> dict:
         from capplan import jobs
@@ -38,7 +26,7 @@ def capplan_plan():
         res = jobs.plan(cfg_path, common.logical_date(), common.SEED)
         return {k: res[k] for k in ("run_id", "out", "planned", "missing")}
 
-    plan(config())
+    plan(common.config())
 
 
 DAG = capplan_plan()

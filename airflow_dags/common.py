@@ -1,4 +1,5 @@
-"""Helpers shared by capplan's DAG files: Assets, defaults and run-time lookups.
+"""Helpers shared by capplan's DAG files: Assets, defaults, the ``@dag`` defaults,
+the ``config`` / ``series`` tasks and run-time lookups.
 
 Only the standard library and ``airflow.sdk`` are imported here; capplan's
 heavy modules load inside tasks.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from airflow.sdk import Asset
+from airflow.sdk import Asset, dag, task
 
 from capplan.jobs import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
 
@@ -82,3 +83,36 @@ def label_map_index(series_id: str) -> None:
     from airflow.sdk import get_current_context
 
     get_current_context()["series_label"] = series_id
+
+
+# -- DAG building blocks -------------------------------------------------------------------
+def capplan_dag(dag_id: str, schedule, doc_md: str | None, tags: list[str] | None = None):
+    """``@dag`` with capplan's defaults: no catchup, one active run, tagged ``capplan``."""
+    return dag(dag_id=dag_id, schedule=schedule, start_date=START, catchup=False, max_active_runs=1,
+               tags=TAGS + list(tags or []), doc_md=doc_md)
+
+
+@task
+def config() -> str:
+    """The config path, resolved once per run (:func:`config_path`)."""
+    return config_path()
+
+
+@task
+def series(cfg_path: str) -> list[str]:
+    """The configured series ids."""
+    from capplan import jobs
+
+    return jobs.series_ids(cfg_path)
+
+
+def per_series(work, record) -> None:
+    """Wire ``config -> series -> work`` (mapped, one task per series) ``-> record``.
+
+    ``work(series_id, cfg_path)`` runs once per series; ``record(results,
+    expected, cfg_path)`` gets every result and the expected series ids.
+    """
+    cfg_path = config()
+    ids = series(cfg_path)
+    done = work.partial(cfg_path=cfg_path).expand(series_id=ids)
+    record(done, ids, cfg_path)

@@ -23,21 +23,34 @@ from pathlib import Path
 import pandas as pd
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Atomically write ``data`` to ``path`` (parents are created)."""
+def _parent_made(path: str | os.PathLike) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    return p
+
+
+@contextlib.contextmanager
+def _renamed_onto(target: Path, tmp: Path):
+    """Yield ``tmp`` (a file beside ``target``) to be written; then ``fsync`` it and
+    rename it onto ``target``. On an exception ``tmp`` is removed and ``target``
+    is untouched."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, p)
+        os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Atomically write ``data`` to ``path`` (parents are created)."""
+    p = _parent_made(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    with _renamed_onto(p, Path(tmp)), os.fdopen(fd, "wb") as fh:
+        fh.write(data)
     return p
 
 
@@ -48,18 +61,9 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 
 def write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
     """Atomically write a frame as Parquet (zstd)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp")
-    try:
+    p = _parent_made(path)
+    with _renamed_onto(p, p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp")) as tmp:
         frame.to_parquet(tmp, index=False, compression="zstd")
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return p
 
 

@@ -413,7 +413,7 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     report["missing"] = missing
     out = store.root / "plans" / key
     files = pl.export_stage(out, report, plans, fc, outcomes, prep, cfg, None)
-    problems = check_manifests(out)
+    problems = check_manifests(out, cfg.export)
     if problems:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     import shutil
@@ -443,27 +443,13 @@ def plans_ids(plans) -> list[str]:
     return [p.series_id for p in plans]
 
 
-def check_manifests(out: Path) -> list[str]:
-    """Structural checks of the written manifests: each YAML document parses and
-    has ``apiVersion``, ``kind`` and an RFC 1123 ``metadata.name``. Schema
-    validation proper belongs to the exporters (and their tests)."""
-    import re
+def check_manifests(out: Path, settings=None) -> list[str]:
+    """Every problem in the files of the output folder ``out``, one line each
+    (``file: path: [rule] message``), from :func:`capplan.validation.validate_folder`
+    (the same checks as ``capplan export --validate``); ``settings`` is the
+    config's ``export:`` section."""
+    from capplan.validation import validate_folder
 
-    import yaml
-
-    label = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    problems = []
-    mdir = Path(out) / "manifests"
-    for p in sorted(mdir.rglob("*.y*ml")) if mdir.exists() else []:
-        try:
-            docs = [d for d in yaml.safe_load_all(p.read_text()) if d]
-        except yaml.YAMLError as exc:
-            problems.append(f"{p.name}: invalid YAML: {exc}")
-            continue
-        for d in docs:
-            name = (d.get("metadata") or {}).get("name", "")
-            if not d.get("apiVersion") or not d.get("kind"):
-                problems.append(f"{p.name}: a document without apiVersion/kind")
-            elif len(name) > 63 or not label.match(name):
-                problems.append(f"{p.name}: {d['kind']} name {name!r} is not an RFC 1123 label")
-    return problems
+    if not Path(out).is_dir():
+        return []
+    return [str(p) for p in validate_folder(out, settings)]

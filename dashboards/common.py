@@ -156,6 +156,16 @@ def run_caption(ctx: RunCtx, rep: dict) -> None:
                f"{len(rep.get('series', {}))} series · store `{store_root()}`")
 
 
+def page(title: str) -> tuple[RunCtx, dict]:
+    """Start a run page: its header, the current run (stops if there is none), the
+    run's report and its caption. Returns ``(run, report)``."""
+    st.header(title)
+    ctx = current_run()
+    rep = report(*ctx.key)
+    run_caption(ctx, rep)
+    return ctx, rep
+
+
 def series_picker(rep: dict, key: str, label: str = "Series") -> str:
     ids = sorted(rep.get("series", {}))
     if not ids:

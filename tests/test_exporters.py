@@ -381,3 +381,26 @@ def test_cli_validate_and_diff(tmp_path, capsys):
 
 def test_cli_validate_missing_folder(tmp_path):
     assert _cli(["export", "--validate", str(tmp_path / "nope")]) == 2
+
+
+# --- capplan.validation: the one entry point for the CLI and the dashboard ---------------------
+def test_capplan_validation_file_statuses(tmp_path):
+    from capplan.validation import file_statuses, folder_files, validate_folder
+
+    out = tmp_path / "out"
+    write_all(PLANS, out)
+    (out / "report.json").write_text('{"series": {}}')
+    assert validate_folder(out) == validate_dir(out) == []
+    st = {s.file: s.status for s in file_statuses(out, [])}
+    assert set(st) == {f.relative_to(out).as_posix() for f in folder_files(out)}
+    assert st.pop("report.json") == "not checked"  # a data file, skipped by the validator
+    assert set(st.values()) == {"valid"} and "policy.yaml" in st
+
+    # a hand-added seeds HPA: its own lint finding makes it invalid; the kustomization's
+    # "not listed" finding is a cross-file rule and leaves kustomization.yaml valid
+    (out / "manifests" / "seeds-hpa.yaml").write_text(yaml.safe_dump(SEEDS_HPA))
+    probs = validate_folder(out)
+    assert {p.rule for p in probs} >= {"resource-metric-cpu-memory", "kustomization-resources"}
+    bad = {s.file: s for s in file_statuses(out, probs) if not s.ok}
+    assert list(bad) == ["manifests/seeds-hpa.yaml"]
+    assert all(p.file == "manifests/seeds-hpa.yaml" for p in bad["manifests/seeds-hpa.yaml"].problems)

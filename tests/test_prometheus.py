@@ -25,6 +25,7 @@ from capplan.errors import InputError
 from capplan.sources.prometheus import (PrometheusClient, chunk_ranges, ingest, parse_values, pull)
 from capplan.store import Store
 from tests import prom_fixture as pf
+from tests.conftest import run_cli
 
 T0 = pd.Timestamp("2020-04-30T16:00:00Z")  # 2020-05-01 00:00 in Asia/Shanghai, first Helios minute
 T_END = pd.Timestamp("2020-05-31T15:59:00Z")
@@ -45,18 +46,6 @@ def source_demand(prom_data, step: str = "5min") -> pd.Series:
 def cfg_for(url: str, series: list[dict], store: Path, **prom) -> CapplanConfig:
     return CapplanConfig.model_validate({"prometheus": {"url": url, "retries": 1, "backoff_s": 0.05, **prom},
                                          "series": series, "store": str(store)})
-
-
-def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
-    from capplan.cli import main
-
-    try:
-        main(args)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
 
 
 def snapshot(store_root: Path) -> dict[str, str]:

@@ -70,17 +70,17 @@ def register(app: typer.Typer) -> None:
         from capplan.config import load_config
         from optimizer.exporters import ExportValidationError, render_all, write_all
         from optimizer.exporters.policy import read_policy
-        from optimizer.exporters.validate import validate_dir
 
         cfg = load_config(config)
-        sd = cfg.export.schemas_dir
         if validate is not None:
+            from capplan.validation import folder_files, validate_folder
+
             if not validate.is_dir():
                 raise InputError(f"--validate {validate}: no such folder")
-            problems = validate_dir(validate, sd, cfg.export.kubernetes_version)
+            problems = validate_folder(validate, cfg.export)
             for p in problems:
                 typer.echo(str(p))
-            n = len(list(f for f in validate.rglob("*") if f.suffix in (".yaml", ".yml", ".json")))
+            n = len(folder_files(validate))
             typer.echo(f"{len(problems)} problem(s) in {n} file(s) under {validate}", err=True)
             sys.exit(1 if problems else 0)  # typer.Exit codes are swallowed by the CLI's standalone_mode=False
 

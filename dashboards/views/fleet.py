@@ -10,10 +10,7 @@ import streamlit as st
 
 from dashboards import common as c
 
-st.header("Fleet")
-ctx = c.current_run()
-rep = c.report(*ctx.key)
-c.run_caption(ctx, rep)
+ctx, rep = c.page("Fleet")
 series = rep.get("series", {})
 replay = c.frame(*ctx.key, "replay")
 

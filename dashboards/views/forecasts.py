@@ -13,10 +13,7 @@ TIERS = ("hourly", "daily", "weekly")
 BANDS = ("1h", "24h", "7d", "all")
 BENCHMARKS = ("prophet", "seasonal_naive")
 
-st.header("Forecasts")
-ctx = c.current_run()
-rep = c.report(*ctx.key)
-c.run_caption(ctx, rep)
+ctx, rep = c.page("Forecasts")
 sid = c.series_picker(rep, "fc_series")
 s = rep["series"][sid]
 

@@ -11,25 +11,20 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import common as c
-from dashboards.validation import run_files, validate_file
+from capplan.validation import CROSS_FILE_RULES, file_statuses, validate_folder
 
-st.header("Manifests")
-ctx = c.current_run()
-rep = c.report(*ctx.key)
-c.run_caption(ctx, rep)
+ctx, rep = c.page("Manifests")
 
 
 @st.cache_data(show_spinner="Validating…")
-def statuses(run_dir: str, mtime: float) -> list[dict]:
+def statuses(run_dir: str, mtime: float) -> tuple[list[dict], list[str]]:
+    """(one row per generated file, folder-level findings) from capplan's validator."""
     d = Path(run_dir)
-    out = []
-    for p in run_files(d):
-        rel = str(p.relative_to(d))
-        s = validate_file(p, rel) if p.suffix in (".yaml", ".yml") else None
-        out.append({"file": rel, "bytes": p.stat().st_size,
-                    "status": ("valid" if s.ok else "invalid") if s else "not checked",
-                    "checks": ", ".join(s.checks) if s else "", "problems": s.problems if s else []})
-    return out
+    problems = validate_folder(d, c.config().export)
+    rows = [{"file": s.file, "bytes": (d / s.file).stat().st_size, "status": s.status,
+             "problems": [f"{p.path or '.'}: [{p.rule}] {p.message}" for p in s.problems]}
+            for s in file_statuses(d, problems) if s.file != "report.json"]
+    return rows, [str(p) for p in problems if p.rule in CROSS_FILE_RULES]
 
 
 @st.cache_data(show_spinner=False)
@@ -41,7 +36,7 @@ def zipped(run_dir: str, mtime: float, files: tuple[str, ...]) -> bytes:
     return buf.getvalue()
 
 
-rows = statuses(*ctx.key)
+rows, folder_problems = statuses(*ctx.key)
 if not rows:
     st.warning("This run wrote no manifests.")
     st.stop()
@@ -51,8 +46,10 @@ cols = st.columns(3)
 cols[0].metric("Files", len(rows))
 cols[1].metric("Valid", n_ok)
 cols[2].metric("Invalid", n_bad)
-table = pd.DataFrame([{"file": r["file"], "status": r["status"], "checks": r["checks"], "bytes": r["bytes"]}
-                      for r in rows])
+for prob in folder_problems:
+    st.warning(prob)
+table = pd.DataFrame([{"file": r["file"], "status": r["status"], "problems": len(r["problems"]),
+                       "bytes": r["bytes"]} for r in rows])
 st.dataframe(table.style.map(lambda v: "color: #15803d; font-weight: 600" if v == "valid" else
                              "color: #b91c1c; font-weight: 600" if v == "invalid" else "", subset=["status"]),
              hide_index=True, width="stretch", key="man_table")

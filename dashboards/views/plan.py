@@ -12,10 +12,7 @@ import streamlit as st
 
 from dashboards import common as c
 
-st.header("Plan")
-ctx = c.current_run()
-rep = c.report(*ctx.key)
-c.run_caption(ctx, rep)
+ctx, rep = c.page("Plan")
 series = rep.get("series", {})
 target = rep.get("run", {}).get("coverage_target")
 

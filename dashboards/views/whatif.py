@@ -11,10 +11,7 @@ from dashboards import common as c
 
 QUANTILES = ["p50", "p90", "p95", "p99"]
 
-st.header("What-if")
-ctx = c.current_run()
-rep = c.report(*ctx.key)
-c.run_caption(ctx, rep)
+ctx, rep = c.page("What-if")
 sid = c.series_picker(rep, "wi_series")
 s = rep["series"][sid]
 wi = c.whatif_model(*ctx.key, sid, c.config_path())
