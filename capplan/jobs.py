@@ -207,42 +207,14 @@ def tier_dir(store_root, tier: str, key: str) -> Path:
     return Path(store_root) / "forecasts" / tier / key
 
 
-def _rolling_cadence(tier: str, kind: str) -> str:
-    # the same cadences as capplan.pipeline.forecast_stage
-    return {"hourly": {"inference": "1h", "training": "4h"}[kind], "daily": "1D", "weekly": "7D"}[tier]
-
-
 def tier_forecast(prep, cfg, tier: str, seed: int = 0):
     """One tier's rolling-origin forecasts (tuning + evaluation windows) and its
-    plan forecast fitted on all history, as :func:`capplan.pipeline.forecast_stage`
-    computes them for that tier. Returns ``(rolling, final, fallbacks, warnings)``."""
-    import pandas as pd
-
+    plan forecast fitted on all history: :func:`capplan.pipeline.tier_forecasts`.
+    Returns ``(rolling, final, fallbacks, warnings)``."""
     from capplan import pipeline as pl
-    from forecasting import backtest as bt
-    from forecasting.tiers import make
 
-    opts = pl.tier_options(cfg).get(tier, {})
-    upper = pl._upper(prep.h5)
-    omap = {sid: bt.origins(w, _rolling_cadence(tier, prep.meta[sid].kind)) for sid, w in prep.windows.items()}
-    rolling, fallbacks, warns = bt.rolling_forecasts(tier, prep.h5, prep.h1, prep.meta, omap, seed, opts)
-    rolling = pl._sanitise(rolling, upper)
-    m = make(tier, seed=seed, **opts)
-    data = prep.h1 if m.step == "1h" else prep.h5
-    if m.step == "1h":
-        last5 = prep.h5.groupby("series_id")["timestamp"].max()
-        cut = {sid: (t + pl.STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
-        data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
-    m.fit(data, prep.meta)
-    final = m.predict(data)
-    if m.step == "1h":
-        final["issued_at"] = final["issued_at"] + pd.Timedelta("1h") - pl.STEP
-        final = bt.expand_to_grid(final)
-    final = pl._sanitise(final, upper)
-    fb = dict(fallbacks)
-    for sid, msg in m.fallbacks.items():
-        fb.setdefault(sid, msg)
-    return rolling, final, fb, warns
+    r = pl.tier_forecasts(prep, cfg, tier, seed)
+    return r.rolling, r.final, r.fallbacks, r.warnings
 
 
 def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: int = 0) -> dict:
@@ -342,10 +314,6 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     from capplan import atomic
     from capplan import pipeline as pl
     from capplan.store import series_key
-    from forecasting import backtest as bt
-    from forecasting.tiers import TIER_NAMES
-    from forecasting.types import FORECAST_COLUMNS, QCOLS
-
     cfg = _cfg(config_path)
     store = _store(cfg)
     key = ld_key(logical_date)
@@ -365,7 +333,6 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     t0 = dt.datetime.now(dt.timezone.utc)
     loaded = pl.load_stage("store", cfg, todo)
     prep = pl.regularise_stage(loaded, cfg)
-    upper = pl._upper(prep.h5)
     rolling, final_tiers, fallbacks, warnings = {}, {}, {}, {}
     for tier in PLAN_TIERS:
         d = tier_dir(store.root, tier, latest[tier][0])
@@ -379,29 +346,16 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
                 if msg not in fallbacks.setdefault(s, []) and msg not in prep.notes.get(s, []):
                     fallbacks[s].append(msg)
             warnings.setdefault(s, []).extend(doc.get("warnings", []))
-    # the benchmarks are cheap; the backtest scores every tier against them
-    for name in ("seasonal_naive", "naive"):
-        omap = {sid: bt.origins(w, "1D") for sid, w in prep.windows.items()}
-        f, _, _ = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, omap, seed)
-        rolling[name] = pl._sanitise(f, upper)
-    comb = []
-    for sid, w in prep.windows.items():
-        per = {t: rolling[t][rolling[t]["series_id"] == sid] for t in TIER_NAMES}
-        for o in bt.origins(w, "1D"):
-            comb.append(bt.combine_latest(per, o))
-    rolling["combined"] = pd.concat(comb, ignore_index=True) if comb else rolling["naive"].iloc[:0]
-    finals = []
-    last5 = prep.h5.groupby("series_id")["timestamp"].max()
-    for sid, last in last5.items():
-        per = {t: final_tiers[t][final_tiers[t]["series_id"] == sid] for t in TIER_NAMES}
-        c = bt.combine_latest(per, last)
-        grid = pd.date_range(last + pl.STEP, periods=pl.PLAN_STEPS, freq=pl.STEP)
-        c = c.set_index("timestamp").reindex(grid)
-        c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
-        c = c.rename_axis("timestamp").reset_index()
-        c["series_id"], c["tier"], c["issued_at"] = sid, "combined", last
-        finals.append(pl._sanitise(c[FORECAST_COLUMNS], upper))
-    fc = pl.Forecasts(rolling, pd.concat(finals, ignore_index=True), final_tiers, fallbacks, warnings)
+    # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
+    results = {t: pl.TierResult(t, rolling[t], final_tiers[t], {s: m[0] for s, m in fallbacks.items() if m},
+                                warnings) for t in PLAN_TIERS}
+    for name in ("naive", "seasonal_naive"):
+        results[name] = pl.tier_forecasts(prep, cfg, name, seed)
+    fc = pl.assemble_forecasts(prep, results)
+    for s in todo:
+        for msg in fallbacks.get(s, []):
+            if msg not in fc.fallbacks.setdefault(s, []):
+                fc.fallbacks[s].append(msg)
     scores = pl.backtest_stage(prep, fc)
     outcomes = pl.search_stage(prep, fc, cfg, seed)
     run_id = f"airflow-{key}-s{seed}"

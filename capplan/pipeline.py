@@ -160,35 +160,75 @@ def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
             for sid, w in prep.windows.items()}
 
 
-def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = _noop,
-                   extra_models: tuple[str, ...] = ()) -> Forecasts:
-    """Rolling forecasts of every tier and benchmark, the combined and calibrated
-    forecast, then the final 7-day plan forecast.
+@dataclass
+class TierResult:
+    """One model's rolling forecasts and its 7-day plan forecast (5-minute grid)."""
 
-    The combination and calibration (:mod:`forecasting.combine`) are fitted on
-    the tuning window and applied to every origin; the final forecast uses a
-    combination and calibration refitted on the evaluation window (the most
-    recent data). ``extra_models`` adds benchmark forecasters that are scored
-    but never combined (e.g. ``prophet``).
-    """
-    opts = tier_options(cfg)
-    rolling, fallbacks, warns = {}, {}, {}
+    name: str
+    rolling: pd.DataFrame
+    final: pd.DataFrame | None
+    fallbacks: dict[str, str]
+    warnings: dict[str, list[str]]
+    models: dict = field(default_factory=dict)
+
+
+def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0, final: bool = True,
+                   registry: ModelRegistry | None = None, progress: Progress = _noop) -> TierResult:
+    """Rolling-origin forecasts of one model over the tuning and evaluation windows
+    and, with ``final``, its plan forecast fitted on all history (reusing fresh
+    registry models, :func:`fit_final`). Every plan forecast counts as issued at the
+    series' last observed point. Used by :func:`forecast_stage` and the Airflow jobs."""
+    opts = tier_options(cfg).get(name, {})
     upper = _upper(prep.h5)
-    omap = origin_map(prep)
-    for name in ROLLING_MODELS + tuple(extra_models):
-        progress("forecast", f"rolling origins: {name}")
-        f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, omap, seed, opts.get(name))
-        rolling[name] = _sanitise(f, upper)
-        if name in ROLLING_MODELS:
-            for sid, msg in fb.items():
-                fallbacks.setdefault(sid, []).append(msg)
-        for sid, w in wr.items():
-            warns.setdefault(sid, []).extend(w)
+    progress("forecast", f"rolling origins: {name}")
+    f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts)
+    res = TierResult(name, _sanitise(f, upper), None, dict(fb), dict(wr))
+    if not final:
+        return res
+    last5 = prep.h5.groupby("series_id")["timestamp"].max()
+    m = make(name, seed=seed, **opts)
+    data = prep.h1 if m.step == "1h" else prep.h5
+    if m.step == "1h":
+        # only complete hours: the bucket holding the last 5-minute point counts if it ends there
+        cut = {sid: (t + STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
+        data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
+    m, res.models = fit_final(name, m, data, prep.meta, registry or ModelRegistry(cfg.models), progress)
+    f = m.predict(data)
+    if m.step == "1h":
+        f = bt.expand_to_grid(f)
+    f["issued_at"] = f["series_id"].map(last5)
+    res.final = _sanitise(f[f["timestamp"] > f["issued_at"]], upper)
+    for sid, msg in m.fallbacks.items():
+        res.fallbacks.setdefault(sid, msg)
+    return res
 
-    progress("forecast", "combining and calibrating per lead band (fitted on the tuning window)")
+
+def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress: Progress = _noop) -> Forecasts:
+    """Combine and calibrate per lead band (:mod:`forecasting.combine`).
+
+    The combination is chosen on the tuning window and applied at every origin,
+    with online split-conformal calibration (no look-ahead); the plan forecast
+    uses a combination chosen on the evaluation window (the most recent data)
+    and offsets from its last 7 days. ``results`` must hold every model of
+    :data:`ROLLING_MODELS` (more are scored, never combined).
+    """
+    progress("forecast", "combining and calibrating per lead band")
+    upper = _upper(prep.h5)
+    rolling = {n: r.rolling for n, r in results.items()}
+    fallbacks: dict[str, list[str]] = {}
+    warns: dict[str, list[str]] = {}
+    for n, r in results.items():
+        if n not in ROLLING_MODELS:
+            continue
+        for sid, msg in r.fallbacks.items():
+            if msg not in fallbacks.setdefault(sid, []):
+                fallbacks[sid].append(msg)
+        for sid, w in r.warnings.items():
+            warns.setdefault(sid, []).extend(w)
     actuals = {sid: pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
                for sid, g in prep.h5.groupby("series_id")}
-    combos, comb = {}, []
+    combos, comb, finals = {}, [], []
+    last5 = prep.h5.groupby("series_id")["timestamp"].max()
     for sid, w in prep.windows.items():
         per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
 
@@ -203,53 +243,39 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         comb.append(_sanitise(combine.calibrate_online(c, actuals[sid]), upper))
         final_spec = combine.learn_combination(per, actuals[sid], eval_rows)
         c_eval = combine.apply_combination(per, final_spec, sid)
-        recent = c_eval["timestamp"] > c_eval["timestamp"].max() - pd.Timedelta("7D") if len(c_eval) else None
-        final_off = combine.learn_calibration(c_eval[recent] if recent is not None else c_eval, actuals[sid])
+        recent = c_eval[c_eval["timestamp"] > c_eval["timestamp"].max() - pd.Timedelta("7D")] if len(c_eval) else c_eval
+        final_off = combine.learn_calibration(recent, actuals[sid])
         combos[sid] = {"rolling": {"combination": spec, "calibration": "online split conformal, trailing 7 days"},
                        "final": {"combination": final_spec, "calibration": final_off}}
-    rolling["combined"] = pd.concat(comb, ignore_index=True)
-
-    progress("forecast", "fitting the tiers on all history for the 7-day plan")
-    final_tiers = {}
-    last5 = prep.h5.groupby("series_id")["timestamp"].max()
-    registry = ModelRegistry(cfg.models)
-    model_log: dict[str, dict] = {}
-    for name in ROLLING_MODELS:
-        m = make(name, seed=seed, **opts.get(name, {}))
-        data = prep.h1 if m.step == "1h" else prep.h5
-        if m.step == "1h":
-            # only complete hours: the bucket holding the last 5-minute point counts if it ends there
-            cut = {sid: (t + STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
-            data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
-        m, model_log[name] = fit_final(name, m, data, prep.meta, registry, progress)
-        f = m.predict(data)
-        if m.step == "1h":
-            f = bt.expand_to_grid(f)
-        # every plan forecast counts as issued at the last observed point
-        f["issued_at"] = f["series_id"].map(last5)
-        f = f[f["timestamp"] > f["issued_at"]]
-        final_tiers[name] = _sanitise(f, upper)
-        for sid, msg in m.fallbacks.items():
-            msgs = fallbacks.setdefault(sid, [])
-            if msg not in msgs:
-                msgs.append(msg)
-    finals = []
-    for sid, last in last5.items():
-        per = {t: final_tiers[t][final_tiers[t]["series_id"] == sid] for t in ROLLING_MODELS}
-        c = combine.apply_combination(per, combos[sid]["final"]["combination"], sid)
-        c = combine.apply_calibration(c, combos[sid]["final"]["calibration"])
+        last = last5[sid]
+        per_final = {n: results[n].final[results[n].final["series_id"] == sid] for n in ROLLING_MODELS}
+        c = combine.apply_combination(per_final, final_spec, sid)
+        c = combine.apply_calibration(c, final_off)
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
         c = c.rename_axis("timestamp").reset_index()
         c["series_id"], c["tier"], c["issued_at"] = sid, "combined", last
         finals.append(_sanitise(c[FORECAST_COLUMNS], upper))
-    final = pd.concat(finals, ignore_index=True)
-    final_tiers = {k: v for k, v in final_tiers.items() if k in TIER_NAMES}
+    rolling["combined"] = pd.concat(comb, ignore_index=True)
+    final_tiers = {n: results[n].final for n in TIER_NAMES}
+    models = {n: r.models for n, r in results.items() if r.models}
+    return Forecasts(rolling, pd.concat(finals, ignore_index=True), final_tiers, fallbacks, warns, combos, models)
+
+
+def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = _noop,
+                   extra_models: tuple[str, ...] = ()) -> Forecasts:
+    """Every tier and benchmark (:func:`tier_forecasts`), then
+    :func:`assemble_forecasts`. ``extra_models`` adds benchmarks that are scored
+    but never combined (e.g. ``prophet``)."""
+    registry = ModelRegistry(cfg.models)
+    results = {n: tier_forecasts(prep, cfg, n, seed, n in ROLLING_MODELS, registry, progress)
+               for n in ROLLING_MODELS + tuple(extra_models)}
+    fc = assemble_forecasts(prep, results, progress)
     for w in registry.warnings:
         for sid in prep.windows:
-            warns.setdefault(sid, []).append(w)
-    return Forecasts(rolling, final, final_tiers, fallbacks, warns, combos, model_log)
+            fc.warnings.setdefault(sid, []).append(w)
+    return fc
 
 
 def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], registry: ModelRegistry,
@@ -604,7 +630,7 @@ def export_stage(out: Path, report: dict, plans: list[SeriesPlan], fc: Forecasts
     run_id = report["run"]["run_id"]
     with atomic.replace_dir(out) as tmp:
         progress("export", "writing policy and manifests")
-        files = write_all(plans, tmp, cfg.export)
+        write_all(plans, tmp, cfg.export)
         frames = [fc.final] + [f for f in fc.final_tiers.values()]
         pd.concat(frames, ignore_index=True).to_parquet(tmp / "forecasts.parquet", index=False)
         trials = [dict(t, series_id=sid, params=json.dumps(t["params"])) for sid, oc in outcomes.items()

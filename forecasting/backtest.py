@@ -19,7 +19,7 @@ keep the backtest within minutes on two cores).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
