@@ -345,7 +345,8 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
 
 def _upper(h5: pd.DataFrame) -> dict[str, float]:
     mx = h5.groupby("series_id")["value"].max().fillna(0.0)
-    return {sid: float(max(v * UPPER_FACTOR, 1.0)) for sid, v in mx.items()}
+    # an all-zero history gives an all-zero forecast: nothing in it supports any demand
+    return {sid: float(max(v * UPPER_FACTOR, 1.0)) if v > 0 else 0.0 for sid, v in mx.items()}
 
 
 def _sanitise(f: pd.DataFrame, upper: dict[str, float]) -> pd.DataFrame:

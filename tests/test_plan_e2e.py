@@ -39,7 +39,8 @@ def test_forecasts_cover_seven_days_without_nan_or_negatives(plan_run):
 def test_manifests_parse_as_the_right_kinds(plan_run):
     out, report, _ = plan_run
     kinds = {}
-    for p in (out / "manifests").glob("*.yaml"):
+    # manifests/ holds what `kubectl apply -k` applies; alternatives/hpa/ the HPA variant of each autoscaler
+    for p in list((out / "manifests").glob("*.yaml")) + list((out / "alternatives").rglob("*.yaml")):
         for doc in yaml.safe_load_all(p.read_text()):
             if doc:
                 kinds.setdefault(doc["kind"], []).append(doc)
