@@ -44,7 +44,7 @@ from forecasting import combine
 from forecasting.metrics import seasonal_scale
 from forecasting.registry import ModelRegistry
 from forecasting.regularise import RegulariseReport, regularise, to_hourly
-from forecasting.tiers import TIER_NAMES, make
+from forecasting.tiers import TIER_NAMES, daily_lstm, make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, sanitise_quantiles
 from optimizer import baseline as base
 from optimizer.policy import InferenceParams, Metrics, SeriesPlan, TrainingParams
@@ -295,6 +295,8 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
             try:
                 m.load(str(d / "model.keras"))
                 st = json.loads((d / "state.json").read_text())
+                if st.get("target") != daily_lstm.TARGET:
+                    raise ValueError(f"trained on target {st.get('target')!r}, expected {daily_lstm.TARGET!r}")
                 m.scale, m.tz = st["scale"], st["tz"]
                 log["reused"], log["versions"]["_global"] = sids, meta_doc["version"]
                 return m, log
@@ -308,7 +310,7 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
                 path = Path(tmp) / "model.keras"
                 m.save(str(path))
                 v = registry.save("daily", "_global", {"model.keras": path, "state.json": json.dumps(
-                    {"scale": m.scale, "tz": m.tz}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
+                    {"scale": m.scale, "tz": m.tz, "target": daily_lstm.TARGET}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
             log["versions"]["_global"] = v
         log["fitted"] = sids
         return m, log
