@@ -36,7 +36,10 @@ import pytest
 import requests
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("CAPPLAN_SHARED_DATA", REPO.parent / "shared" / "data"))
+# the shared traces beside the checkout when present, else the copy shipped with the tests
+_SHARED = REPO.parent / "shared" / "data"
+DATA = Path(os.environ.get("CAPPLAN_SHARED_DATA",
+                           _SHARED if (_SHARED / "helios").is_dir() else REPO / "tests" / "data"))
 HELIOS = DATA / "helios"
 
 K8S_VC = "vc6YE"
