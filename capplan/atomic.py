@@ -20,6 +20,12 @@ import tempfile
 import uuid
 from pathlib import Path
 
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
 import pandas as pd
 
 
@@ -49,6 +55,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Atomically write ``data`` to ``path`` (parents are created)."""
     p = _parent_made(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the result is an ordinary file
     with _renamed_onto(p, Path(tmp)), os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return p
@@ -81,6 +88,7 @@ def replace_dir(final: str | os.PathLike):
         else:
             shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield tmp
     except BaseException:

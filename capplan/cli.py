@@ -21,21 +21,24 @@ app = typer.Typer(
         "write the dispatcher policy plus HPA, KEDA and Volcano manifests.\n\n"
         "Start with `capplan plan` (runs on the embedded real sample)."
     ),
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     """capplan: GPU capacity planning from forecasts and replay."""
     if version:
         from capplan import __version__
 
         typer.echo(f"capplan {__version__}")
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
         raise typer.Exit(0)
 
 
@@ -61,14 +64,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERNAL)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+    except Exception as exc:
+        # usage errors (unknown option, bad value, missing argument) come from the click that typer
+        # bundles, not from the click package: recognise them by their interface; they exit 2
+        if hasattr(exc, "show") and isinstance(getattr(exc, "exit_code", None), int):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
+        if type(exc).__name__ in ("Exit", "NoArgsIsHelpError") and hasattr(exc, "exit_code"):
+            sys.exit(exc.exit_code or 0)
         typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INTERNAL)
     # with standalone_mode=False click returns the code of typer.Exit(n) instead of raising

@@ -177,6 +177,8 @@ class PlanConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     coverage_target: float = Field(default=0.95, gt=0, le=1)
     penalty: float = Field(default=0.5, ge=0)
+    coverage_margin: float = Field(default=0.03, ge=0, le=0.2,
+                                   description="added to coverage_target while tuning (a safety margin)")
     n_calls: int = Field(default=30, ge=4)
     tune_days: float = Field(default=7, gt=0)
     eval_days: float = Field(default=7, gt=0)
@@ -247,7 +249,10 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise InputError(f"config {p}: invalid YAML: {exc}") from None
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"config {p}: invalid YAML{at}: {what}") from None
     if not isinstance(data, dict):
         raise InputError(f"config {p}: expected a mapping at the top level")
     try:

@@ -7,7 +7,8 @@ import time
 from rich.console import Console
 
 err = Console(stderr=True)
-out = Console()
+# piped output (CI logs, `| less`) gets a wide table instead of 80 truncated columns
+out = Console() if Console().is_terminal else Console(width=160)
 
 
 class StageProgress:

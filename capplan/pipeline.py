@@ -133,9 +133,6 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         windows[sid] = w
-    if rep.outage_points:
-        for sid in notes:
-            notes[sid].append(f"regularise: {rep.outage_points} cluster-wide all-zero points marked missing (outage)")
     return Prepared(h5, h1, loaded.meta, windows, rep, notes)
 
 
@@ -477,15 +474,16 @@ def search_one(task: SearchTask) -> SearchOutcome:
         def run_baseline(inp):
             return base.inference_baseline(inp, pc.cold_start_s)
 
-    gp = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, pc.coverage_target, ref_cost,
-                    pc.penalty, "gp")
+    target = min(1.0, pc.coverage_target + pc.coverage_margin)
+    gp = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, target, ref_cost, pc.penalty, "gp")
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-        run_baseline(tune)[0], pc.coverage_target, ref_cost, pc.penalty), "reference_cost_usd": ref_cost}
+        run_baseline(tune)[0], target, ref_cost, pc.penalty), "reference_cost_usd": ref_cost,
+        "coverage_target_while_tuning": target}
     rnd_eval = None
     if pc.random_search:
-        rnd = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, pc.coverage_target, ref_cost,
-                         pc.penalty, "random")
+        rnd = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, target, ref_cost, pc.penalty,
+                         "random")
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_eval = evaluate(rnd.best_params, evalw)[0]
@@ -587,6 +585,20 @@ def _m(x: Metrics | None) -> dict | None:
             "scale_events": x.scale_events, "p95_utilization": x.p95_utilization}
 
 
+def policy_warnings(oc: "SearchOutcome", coverage_target: float) -> list[str]:
+    """Say so when the recommendation is not better than the rule of thumb on the evaluation window."""
+    out = []
+    r, b = oc.recommended, oc.baseline
+    need = min(coverage_target, b.coverage) if b.coverage == b.coverage else coverage_target
+    if r.coverage == r.coverage and r.coverage < need - 1e-9:
+        out.append(f"policy: recommended coverage {r.coverage:.3f} is below the target {need:.3f} on the "
+                   "evaluation window; demand left the range of the tuning window")
+    if b.cost_usd > 0 and r.cost_usd > b.cost_usd * 1.0001:
+        out.append(f"policy: the baseline is cheaper on the evaluation window ({b.cost_usd:,.0f} vs "
+                   f"{r.cost_usd:,.0f} USD)")
+    return out
+
+
 def build_report(run: dict, prep: Prepared, fc: Forecasts, scores: dict, outcomes: dict[str, SearchOutcome],
                  plans: list[SeriesPlan]) -> dict:
     """The ``report.json`` document (issue 2's shape, plus detail)."""
@@ -612,7 +624,7 @@ def build_report(run: dict, prep: Prepared, fc: Forecasts, scores: dict, outcome
             "backtest": bt_out,
             "plan": pl.plan,
             "fallbacks": pl.fallbacks,
-            "warnings": fc.warnings.get(sid, [])[:10],
+            "warnings": policy_warnings(oc, run.get("coverage_target", 0.95)) + fc.warnings.get(sid, [])[:10],
         }
     run = dict(run, models=fc.models)
     for sid in series:

@@ -39,6 +39,7 @@ class RegulariseReport:
     gaps_filled: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
     outage_points: int = 0
+    outage_by_series: dict[str, int] = field(default_factory=dict)
 
     def notes(self, series_id: str) -> list[str]:
         """Human-readable lines for one series (empty when nothing changed)."""
@@ -47,6 +48,9 @@ class RegulariseReport:
             out.append(f"regularise: {self.negatives_clipped[series_id]} negative values clipped to 0")
         if self.gaps_filled.get(series_id):
             out.append(f"regularise: {self.gaps_filled[series_id]} points in short gaps interpolated")
+        if self.outage_by_series.get(series_id):
+            out.append(f"regularise: {self.outage_by_series[series_id]} points of a cluster-wide all-zero outage "
+                       "marked missing")
         if self.missing.get(series_id):
             out.append(f"regularise: {self.missing[series_id]} points missing (long gaps/outages), not used as demand")
         return out
@@ -99,26 +103,14 @@ def regularise(
         rep.negatives_clipped = h.loc[neg].groupby("series_id").size().astype(int).to_dict()
         h.loc[neg, "value"] = 0.0
 
-    parts = []
-    for sid, g in h.groupby("series_id", sort=True):
-        s = g.set_index("timestamp")["value"].sort_index()
-        s = s.resample(step).max()  # conflicting duplicates and sub-step samples -> max
-        missing_before = s.isna()
-        filled = s.interpolate(method="linear", limit=max_gap_fill, limit_area="inside")
-        # only fill runs that are short: interpolate(limit=) fills the start of long runs too
-        run_id = (~missing_before).cumsum()
-        run_len = missing_before.groupby(run_id).transform("sum")
-        long_gap = missing_before & (run_len > max_gap_fill)
-        filled[long_gap] = np.nan
-        n_filled = int((missing_before & filled.notna()).sum())
-        if n_filled:
-            rep.gaps_filled[str(sid)] = n_filled
-        parts.append(pd.DataFrame({"series_id": sid, "timestamp": filled.index, "value": filled.to_numpy()}))
-    out = pd.concat(parts, ignore_index=True)
+    # 1. each series on its grid (conflicting duplicates and sub-step samples -> max), no filling yet
+    raw = {sid: g.set_index("timestamp")["value"].sort_index().resample(step).max()
+           for sid, g in h.groupby("series_id", sort=True)}
 
-    # cluster-wide all-zero outage
-    wide = out.pivot(index="timestamp", columns="series_id", values="value")
-    if wide.shape[1] >= outage_min_series:
+    # 2. cluster-wide all-zero outages, found on the readings themselves (before any interpolation)
+    bad_ts = pd.DatetimeIndex([], tz="UTC")
+    if len(raw) >= outage_min_series:
+        wide = pd.concat(raw, axis=1)
         present = wide.notna()
         all_zero = (wide.fillna(0.0) == 0.0).all(axis=1) & (present.sum(axis=1) >= outage_min_series)
         busy_before = wide.fillna(0.0).sum(axis=1).shift(1).fillna(0.0) > 0
@@ -128,7 +120,26 @@ def regularise(
         if outage.any():
             rep.outage_points = int(outage.sum())
             bad_ts = wide.index[outage.to_numpy()]
-            out.loc[out["timestamp"].isin(bad_ts), "value"] = np.nan
+
+    # 3. mark outages missing, fill short gaps only, never across an outage
+    parts = []
+    for sid, s in raw.items():
+        hit = s.index.isin(bad_ts) & s.notna().to_numpy()
+        if hit.any():
+            rep.outage_by_series[str(sid)] = int(hit.sum())
+            s = s.copy()
+            s[hit] = np.nan
+        missing_before = s.isna()
+        filled = s.interpolate(method="linear", limit=max_gap_fill, limit_area="inside")
+        # only fill runs that are short: interpolate(limit=) fills the start of long runs too
+        run_id = (~missing_before).cumsum()
+        run_len = missing_before.groupby(run_id).transform("sum")
+        filled[(missing_before & (run_len > max_gap_fill)) | s.index.isin(bad_ts)] = np.nan
+        n_filled = int((missing_before & filled.notna()).sum())
+        if n_filled:
+            rep.gaps_filled[str(sid)] = n_filled
+        parts.append(pd.DataFrame({"series_id": sid, "timestamp": filled.index, "value": filled.to_numpy()}))
+    out = pd.concat(parts, ignore_index=True)
     miss = out[out["value"].isna()].groupby("series_id").size()
     rep.missing = {str(k): int(v) for k, v in miss.items()}
     out["timestamp"] = out["timestamp"].astype("datetime64[ns, UTC]")

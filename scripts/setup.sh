@@ -28,7 +28,14 @@ fi
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PY --version)" >&2
-  "$PY" -m venv .venv
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    # Debian's python3.11 needs the venv module (python3.11-venv) for this
+    rm -rf .venv
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3.11-venv >/dev/null
+    "$PY" -m venv .venv
+  fi
 fi
 .venv/bin/python -m pip install -q --upgrade "pip>=24" >&2
 extras=""

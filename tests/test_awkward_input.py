@@ -103,10 +103,13 @@ def test_nan_run_stays_missing_and_is_stated(awkward):
 
 def test_cluster_outage_is_not_learned_as_demand(awkward):
     prep, _ = awkward
-    # 24 outage points; the jittered series' interpolated edges may keep one or two readings non-zero
-    assert 20 <= prep.report.outage_points <= 24
+    # outages are found on the readings, before short gaps are interpolated (which would invent demand)
+    assert prep.report.outage_points == 24
     g = prep.h5[prep.h5["series_id"] == "pool0"]
-    assert g["value"].iloc[2002:2022].isna().all() and g["value"].iloc[1990:2000].notna().all()
+    assert g["value"].iloc[2000:2024].isna().all() and g["value"].iloc[1990:2000].notna().all()
+    assert all(f"{prep.report.outage_by_series[s]} points of a cluster-wide" in " ".join(prep.notes[s])
+               for s in ("pool0", "spike"))
+    assert not any("cluster-wide" in n for n in prep.notes["short"])  # the short series ends before it
 
 
 def test_short_series_falls_back_and_says_so(awkward):

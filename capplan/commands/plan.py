@@ -27,14 +27,17 @@ def _pct(x):
 def render_table(report: dict) -> Table:
     """Per-series table: recommended vs baseline on the evaluation window."""
     t = Table(title="capplan plan — evaluation window (never seen by the search)", show_lines=False)
-    for col in ("series", "kind", "policy", "cost USD", "coverage", "idle ratio", "unmet", "saving", "fallbacks"):
-        t.add_column(col, justify="right" if col in ("cost USD", "coverage", "idle ratio", "unmet", "saving") else "left")
+    for col in ("series", "kind", "policy", "cost USD", "coverage", "idle ratio", "unmet", "saving", "notes"):
+        t.add_column(col, justify="right" if col in ("cost USD", "coverage", "idle ratio", "unmet", "saving") else "left",
+                     no_wrap=col in ("series", "policy"))
     for sid, s in report["series"].items():
         r, b = s["recommended"], s["baseline"]
         saving = (1 - r["cost_usd"] / b["cost_usd"]) if b["cost_usd"] else float("nan")
         unit = "GPU-h" if s["unit"] == "gpu" else "replica-h"
         t.add_row(sid, s["kind"], "recommended", f"{r['cost_usd']:,.0f}", _pct(r["coverage"]), _pct(r["idle_ratio"]),
-                  f"{r['unmet']:,.1f} {unit}", _pct(saving), str(len(s["fallbacks"])))
+                  f"{r['unmet']:,.1f} {unit}", _pct(saving),
+                  f"{len(s['fallbacks'])} fallbacks" + ("; [yellow]see warnings[/yellow]" if any(
+                      w.startswith("policy:") for w in s.get("warnings", [])) else ""))
         t.add_row("", "", "baseline", f"{b['cost_usd']:,.0f}", _pct(b["coverage"]), _pct(b["idle_ratio"]),
                   f"{b['unmet']:,.1f} {unit}", "", "")
     return t
@@ -78,4 +81,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(report, default=str))
         else:
             out.print(render_table(report))
+            for sid, s in report["series"].items():
+                for w in s.get("warnings", []):
+                    if w.startswith("policy:"):
+                        out.print(f"[yellow]warning[/yellow] {sid}: {w}", highlight=False)
             out.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in {report['run']['duration_s']:.0f} s")
