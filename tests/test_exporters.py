@@ -308,6 +308,9 @@ def test_lint_volcano_bounds_two_autoscalers_and_kustomization(tmp_path):
     q = load(next((tmp_path / "manifests").glob("*-queue.yaml")))
     q["spec"]["deserved"]["nvidia.com/gpu"] = "100"  # above capability 48
     assert rules(lint_object("q.yaml", q)) == {"volcano-queue-bounds"}
+    neg = load(next((tmp_path / "manifests").glob("*-queue.yaml")))
+    neg["spec"]["guarantee"]["resource"]["nvidia.com/gpu"] = "-3"  # a hand edit the CRD schema lets through
+    assert any("negative" in p.message for p in lint_object("q.yaml", neg))
     # copying the KEDA alternative next to the HPA: two autoscalers on one Deployment
     alt = next((tmp_path / "alternatives/keda").glob("*-scaledobject.yaml"))
     (tmp_path / "manifests" / alt.name).write_text(alt.read_text())

@@ -16,7 +16,7 @@
 | ``keda-inline-credentials`` | no credentials in trigger metadata; ``authModes`` needs ``authenticationRef`` | KEDA Authentication docs |
 | ``keda-query-single-element`` | the PromQL query is one aggregation without ``by``/``without`` | KEDA Prometheus scaler docs |
 | ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end`` that differ, integer ``desiredReplicas`` | KEDA Cron scaler docs |
-| ``volcano-queue-bounds`` | guarantee <= deserved <= capability per resource | Volcano Queue docs |
+| ``volcano-queue-bounds`` | 0 <= guarantee <= deserved <= capability per resource | Volcano Queue docs |
 | ``kustomization-resources`` | every listed resource exists, every manifest in the folder is listed | |
 """
 
@@ -207,6 +207,10 @@ def _queue(file: str, o: dict, out: list[Problem]) -> None:
     c = spec.get("capability") or {}
     for res in sorted(set(g) | set(d) | set(c)):
         gv, dv, cv = _num(g.get(res)), _num(d.get(res)), _num(c.get(res))
+        for where, v in (("guarantee.resource", gv), ("deserved", dv), ("capability", cv)):
+            if v is not None and v < 0:
+                out.append(Problem(file, f"spec.{where}.{res}", "volcano-queue-bounds",
+                                   f"negative quantity {v:g}: a queue cannot guarantee or hold less than 0"))
         if gv is not None and dv is not None and gv > dv:
             out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-bounds", f"guarantee {gv:g} > deserved {dv:g}"))
         if dv is not None and cv is not None and dv > cv:
