@@ -27,7 +27,6 @@ import math
 import platform
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
@@ -42,7 +41,7 @@ from capplan.store import Store
 from forecasting import backtest as bt
 from forecasting import combine
 from forecasting.metrics import seasonal_scale
-from forecasting.registry import ModelRegistry
+from forecasting.registry import ModelRegistry, library_versions
 from forecasting.regularise import RegulariseReport, regularise, to_hourly
 from forecasting.tiers import TIER_NAMES, daily_lstm, make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, sanitise_quantiles
@@ -569,13 +568,7 @@ def _prescale_windows(f: pd.DataFrame, p: InferenceParams, max_windows: int = 48
 
 def versions() -> dict[str, str]:
     """Versions of the libraries that shape the numbers."""
-    v = {"python": platform.python_version()}
-    for lib in VERSIONED_LIBS:
-        try:
-            v[lib] = metadata.version(lib)
-        except metadata.PackageNotFoundError:
-            pass
-    return v
+    return {"python": platform.python_version(), **library_versions(VERSIONED_LIBS)}
 
 
 def _m(x: Metrics | None) -> dict | None:

@@ -32,9 +32,10 @@ MAX_AGE = {"hourly": pd.Timedelta(0), "daily": pd.Timedelta("24h"), "weekly": pd
 LIBS = ("statsmodels", "prophet", "keras", "tensorflow-cpu", "pandas", "numpy")
 
 
-def _versions() -> dict[str, str]:
+def library_versions(libs: tuple[str, ...] = LIBS) -> dict[str, str]:
+    """Installed versions of ``libs`` (distribution names); missing ones are left out."""
     out = {}
-    for lib in LIBS:
+    for lib in libs:
         try:
             out[lib] = metadata.version(lib)
         except metadata.PackageNotFoundError:
@@ -72,7 +73,7 @@ class ModelRegistry:
             meta = {"tier": tier, "key": key, "version": version, "fitted_at": now.isoformat(),
                     "data_start": pd.Timestamp(data_range[0]).isoformat(),
                     "data_end": pd.Timestamp(data_range[1]).isoformat(), "series": series,
-                    "versions": _versions(), "scores": scores or {}}
+                    "versions": library_versions(), "scores": scores or {}}
             (tmp / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
             os.replace(tmp, base / version)
         except BaseException:
