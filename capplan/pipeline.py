@@ -81,7 +81,7 @@ class Prepared:
 
 
 @dataclass
-class Forecasts:  # noqa: D101
+class Forecasts:
     """``rolling[model]``: rolling-origin forecasts (5-minute grid) over tuning and
     evaluation windows; ``final``: the 7-day combined plan forecast per series;
     ``final_tiers``: each tier's own plan forecast."""

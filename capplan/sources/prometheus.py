@@ -252,7 +252,7 @@ class PrometheusClient:
             raise PrometheusError(text, status) from None
         except requests.Timeout:
             raise _Transient(f"no answer within timeout_s={self.cfg.timeout_s:g} s") from None
-        except requests.exceptions.SSLError as exc:
+        except requests.exceptions.SSLError:
             raise PrometheusError("TLS verification failed (SSLError); set prometheus.ca_file to the "
                                   "server's CA bundle", bad_input=True) from None
         except requests.ConnectionError as exc:

@@ -120,7 +120,7 @@ def _hpa(file: str, o: dict, out: list[Problem]) -> None:
             tgt = r.get("target") or {}
             if tgt.get("type") == "Utilization":
                 out.append(Problem(file, f"{base}.{key}.target.type", "metric-units",
-                                   f"Utilization targets exist only for Resource metrics; use Value or AverageValue"))
+                                   "Utilization targets exist only for Resource metrics; use Value or AverageValue"))
             for k in ("value", "averageValue"):
                 if k in tgt:
                     _units(file, f"{base}.{key}.target.{k}", name, "Value" if k == "value" else "AverageValue",
