@@ -264,22 +264,21 @@ def basic_auth_web_config(user: str = BASIC_USER, hash_: str = BASIC_HASH) -> st
     return f"basic_auth_users:\n  {user}: {hash_}\n"
 
 
-def start_bearer_proxy(upstream: str, token: str) -> tuple[str, callable]:
-    """An auth proxy on 127.0.0.1 that requires ``Authorization: Bearer <token>`` and forwards GETs.
+def start_proxy(upstream: str, intercept) -> tuple[str, callable]:
+    """A forwarding HTTP proxy on 127.0.0.1 in front of ``upstream`` (GET only).
 
-    Prometheus' web config knows only basic auth; bearer tokens are checked in
-    front of it (as kube-rbac-proxy or oauth2-proxy do). Returns (url, stop).
+    ``intercept(headers)`` returns ``(status, body)`` to answer a request itself,
+    or None to forward it. Returns (url, stop).
     """
 
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802
-            if self.headers.get("Authorization") != f"Bearer {token}":
-                body = b'{"status":"error","errorType":"unauthorized","error":"invalid or missing bearer token"}'
-                self.send_response(401)
-            else:
+            answer = intercept(self.headers)
+            if answer is None:
                 r = requests.get(upstream + self.path, timeout=30)
-                body = r.content
-                self.send_response(r.status_code)
+                answer = (r.status_code, r.content)
+            code, body = answer
+            self.send_response(code)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -296,6 +295,16 @@ def start_bearer_proxy(upstream: str, token: str) -> tuple[str, callable]:
         srv.server_close()
 
     return f"http://127.0.0.1:{srv.server_address[1]}", stop
+
+
+def start_bearer_proxy(upstream: str, token: str) -> tuple[str, callable]:
+    """An auth proxy on 127.0.0.1 that requires ``Authorization: Bearer <token>`` and forwards GETs.
+
+    Prometheus' web config knows only basic auth; bearer tokens are checked in
+    front of it (as kube-rbac-proxy or oauth2-proxy do). Returns (url, stop).
+    """
+    refused = (401, b'{"status":"error","errorType":"unauthorized","error":"invalid or missing bearer token"}')
+    return start_proxy(upstream, lambda h: None if h.get("Authorization") == f"Bearer {token}" else refused)
 
 
 # -- pytest fixtures ---------------------------------------------------------------------

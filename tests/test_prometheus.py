@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import http.server
 import json
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -305,26 +303,12 @@ def test_server_stopped_mid_pull_leaves_store_unchanged(prom_factory, prom_data,
 def test_retries_on_5xx_then_succeeds(prom, tmp_path):
     hits = {"n": 0}
 
-    class Flaky(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            hits["n"] += 1
-            if hits["n"] <= 2:
-                body, code = b'{"status":"error","errorType":"unavailable","error":"overloaded"}', 503
-            else:
-                r = requests.get(prom.url + self.path, timeout=30)
-                body, code = r.content, r.status_code
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def flaky(headers):
+        hits["n"] += 1
+        return (503, b'{"status":"error","errorType":"unavailable","error":"overloaded"}') if hits["n"] <= 2 else None
 
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url, stop = pf.start_proxy(prom.url, flaky)
     try:
-        url = f"http://127.0.0.1:{srv.server_address[1]}"
         series = [{"id": "train/vc6YE", **K8S}]
         [r] = ingest(cfg_for(url, series, tmp_path / "s", retries=3), start=T0.isoformat(),
                      end=(T0 + pd.Timedelta(hours=1)).isoformat())
@@ -334,8 +318,7 @@ def test_retries_on_5xx_then_succeeds(prom, tmp_path):
                      end=(T0 + pd.Timedelta(hours=1)).isoformat())
         assert r.status == "failed" and r.exit_code == 1 and "HTTP 503" in r.error and "overloaded" in r.error
     finally:
-        srv.shutdown()
-        srv.server_close()
+        stop()
 
 
 @pytest.mark.slow
