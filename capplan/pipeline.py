@@ -200,15 +200,16 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
 
 
 def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress: Progress = _noop) -> Forecasts:
-    """Combine and calibrate per lead band (:mod:`forecasting.combine`).
+    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combine`).
 
-    The combination is chosen on the tuning window and applied at every origin,
-    with online split-conformal calibration (no look-ahead); the plan forecast
-    uses a combination chosen on the evaluation window (the most recent data)
-    and offsets from its last 7 days. ``results`` must hold every model of
-    :data:`ROLLING_MODELS` (more are scored, never combined).
+    Rolling forecasts: the combination is re-chosen every UTC day from the
+    rows realised before it (:func:`forecasting.combine.combine_online`) and
+    calibrated online (split conformal), so no origin sees its own or any later
+    actual. Plan forecast: the combination and offsets learned on the last
+    :data:`forecasting.combine.LOOKBACK` of realised rows. ``results`` must hold
+    every model of :data:`ROLLING_MODELS` (more are scored, never combined).
     """
-    progress("forecast", "combining and calibrating per lead band")
+    progress("forecast", "combining and calibrating per lead bucket")
     upper = _upper(prep.h5)
     rolling = {n: r.rolling for n, r in results.items()}
     fallbacks: dict[str, list[str]] = {}
@@ -225,25 +226,21 @@ def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress:
                for sid, g in prep.h5.groupby("series_id")}
     combos, comb, finals = {}, [], []
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
-    for sid, w in prep.windows.items():
+    for sid in prep.windows:
         per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
-
-        def tune_rows(iss, ts, w=w):
-            return np.asarray((iss >= w.tune_start - STEP) & (ts < w.eval_start))
-
-        def eval_rows(iss, ts, w=w):
-            return np.asarray(iss >= w.eval_start - STEP)
-
-        spec = combine.learn_combination(per, actuals[sid], tune_rows)
-        c = combine.apply_combination(per, spec, sid)
-        comb.append(_sanitise(combine.calibrate_online(c, actuals[sid]), upper))
-        final_spec = combine.learn_combination(per, actuals[sid], eval_rows)
-        c_eval = combine.apply_combination(per, final_spec, sid)
-        recent = c_eval[c_eval["timestamp"] > c_eval["timestamp"].max() - pd.Timedelta("7D")] if len(c_eval) else c_eval
-        final_off = combine.learn_calibration(recent, actuals[sid])
-        combos[sid] = {"rolling": {"combination": spec, "calibration": "online split conformal, trailing 7 days"},
-                       "final": {"combination": final_spec, "calibration": final_off}}
         last = last5[sid]
+
+        def recent(iss, ts, last=last):
+            return np.asarray(pd.DatetimeIndex(ts) > last - combine.LOOKBACK)
+
+        c, n_choices = combine.combine_online(per, actuals[sid], sid)
+        comb.append(_sanitise(combine.calibrate_online(c, actuals[sid]), upper))
+        final_spec = combine.learn_combination(per, actuals[sid], recent)
+        final_off = combine.learn_calibration(c, actuals[sid], recent)
+        combos[sid] = {"rolling": {"combination": f"re-chosen daily from the trailing {combine.LOOKBACK.days} days "
+                                                  f"({n_choices} daily choices per band)",
+                                   "calibration": f"online split conformal, trailing {combine.CAL_WINDOW.days} days"},
+                       "final": {"combination": final_spec, "calibration": final_off}}
         per_final = {n: results[n].final[results[n].final["series_id"] == sid] for n in ROLLING_MODELS}
         c = combine.apply_combination(per_final, final_spec, sid)
         c = combine.apply_calibration(c, final_off)

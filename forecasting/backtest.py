@@ -179,8 +179,11 @@ def score(actual5: pd.Series, forecasts: pd.DataFrame, scale: float, window: tup
     Only forecasts issued at or after ``window[0] - 5 min`` whose targets lie
     inside ``window`` (inclusive) with a non-missing actual count, so that a
     combination or calibration fitted before the window is scored out of sample.
-    Returns ``{band: {"mase", "smape", "pinball", "coverage_p95", "n"}}`` with
-    band ``1h``, ``24h``, ``7d`` or ``all``.
+    Returns ``{band: {"mase", "smape", "pinball", "coverage_p95",
+    "idle_ratio_p95", "n"}}`` with band ``1h``, ``24h``, ``7d`` or ``all``.
+    ``idle_ratio_p95`` is the idle ratio of provisioning exactly the forecast
+    ``p95`` (DESIGN.md: ``sum(max(p95 - demand, 0)) / sum(p95)``), the
+    price of ``coverage_p95``.
     """
     f = forecasts[(forecasts["timestamp"] >= window[0]) & (forecasts["timestamp"] <= window[1])
                   & (forecasts["issued_at"] >= window[0] - STEP)]
@@ -201,6 +204,51 @@ def score(actual5: pd.Series, forecasts: pd.DataFrame, scale: float, window: tup
             "smape": metrics.smape(a[m], q[:, 0]),
             "pinball": metrics.pinball(a[m], q),
             "coverage_p95": metrics.coverage(a[m], q[:, 2]),
+            "idle_ratio_p95": metrics.idle_ratio(a[m], q[:, 2]),
             "n": int(m.sum()),
+        }
+    return out
+
+
+def summarise(per_series: dict[str, dict[str, dict]], reference: str = "combined") -> dict[str, dict]:
+    """Cross-series summary per lead band of :func:`score` results.
+
+    ``per_series``: ``{series_id: {model: {band: {"mase", "coverage_p95", "idle_ratio_p95", ...}}}}``.
+    Returns ``{band: {"series", "best_or_tied", "strictly_best", "geomean_relative_mase":
+    {model: ratio}, "coverage_p95_in_093_097", "median_coverage_p95",
+    "median_idle_ratio_p95"}}`` for ``reference``:
+
+    * ``best_or_tied``: series where its MASE is <= every other model's;
+    * ``geomean_relative_mase``: geometric mean over series of
+      ``MASE(reference) / MASE(model)`` (< 1: the reference is better; series
+      where either MASE is 0 are left out), the relative-error summary of
+      Hyndman & Koehler 2006 and the M4 competition.
+    """
+    out = {}
+    for band in BANDS:
+        rows = {sid: {m: s[band] for m, s in models.items() if band in s} for sid, models in per_series.items()}
+        rows = {sid: r for sid, r in rows.items() if reference in r and len(r) > 1}
+        if not rows:
+            continue
+        best = strict = 0
+        logs: dict[str, list[float]] = {}
+        for r in rows.values():
+            c = r[reference]["mase"]
+            others = [v["mase"] for m, v in r.items() if m != reference and np.isfinite(v["mase"])]
+            best += all(c <= o for o in others)
+            strict += all(c < o for o in others)
+            for m, v in r.items():
+                if m != reference and c > 0 and v["mase"] > 0 and np.isfinite(v["mase"]):
+                    logs.setdefault(m, []).append(float(np.log(c / v["mase"])))
+        cov = np.array([r[reference]["coverage_p95"] for r in rows.values()])
+        idle = np.array([r[reference].get("idle_ratio_p95", np.nan) for r in rows.values()])
+        out[band] = {
+            "series": len(rows),
+            "best_or_tied": int(best),
+            "strictly_best": int(strict),
+            "geomean_relative_mase": {m: float(np.exp(np.mean(v))) for m, v in sorted(logs.items())},
+            "coverage_p95_in_093_097": int(((cov >= 0.93) & (cov <= 0.97)).sum()),
+            "median_coverage_p95": float(np.nanmedian(cov)),
+            "median_idle_ratio_p95": float(np.nanmedian(idle)) if np.isfinite(idle).any() else None,
         }
     return out

@@ -1,30 +1,55 @@
-"""Combine the tiers per lead band, then calibrate the quantiles conformally.
+"""Combine the models per lead bucket and quantile, then calibrate conformally.
 
-Combination (per series and lead band ``1h``, ``24h``, ``7d``)
+Lead buckets
+    Each lead band (``1h``, ``24h``, ``7d``) is split into lead buckets
+    (:data:`BUCKETS`, e.g. ``24h:3h-6h``): persistence wins at five minutes,
+    seasonal and calendar models at days, and the best model changes within a
+    band. A bucket with too few realised rows borrows its band's pooled rows.
+
+Combination (per series, lead bucket and quantile level)
     Candidates are every model that forecasts into the band (the tiers plus
-    ``naive`` and ``seasonal_naive``: GPU demand is step-shaped, and persistence
-    is hard to beat at short leads). On the *fitting* rows (the tuning window
-    in backtests) each option is scored by mean pinball loss:
+    ``naive`` and ``seasonal_naive``: GPU demand is step-shaped, and
+    persistence is hard to beat at short leads). Each quantile level ``q`` is
+    combined on its own, scored by the pinball loss at ``q`` (for ``p50`` that
+    is half the absolute error, the loss behind MASE), over these options:
 
     * each candidate alone;
-    * the inverse-pinball-weighted blend of all candidates;
-    * the equal blend of the best two.
+    * the inverse-loss-weighted blend of all candidates;
+    * the equal blend of the best two;
+    * the equal blend of all candidates.
 
-    The lowest wins. Quantiles are blended level by level (Vincentisation,
-    Genest 1992; Lichtendahl et al. 2013 "Is it better to average probabilities
-    or quantiles?").
+    The lowest loss wins, but only if it beats ``naive`` (last value) by more
+    than :data:`MARGIN` (10 %) of naive's loss; otherwise naive is kept. A
+    week of step-shaped demand is a small sample, and in the sample's
+    backtests blends that won the fitting week by a few percent lost to
+    persistence the next week (Timmermann 2006, "Forecast combinations", on
+    the estimation error of combination weights and inverse-loss weights;
+    Lichtendahl et al. 2013 for averaging quantiles level by level). The caller sorts the levels afterwards, so combined
+    quantiles never cross (Chernozhukov et al. 2010).
 
-Calibration (per series and band)
-    One-sided split-conformal offsets (Romano, Patterson & Candès 2019,
-    "Conformalized Quantile Regression"): for each level ``q`` the offset is
-    the ``ceil((n + 1) q) / n`` empirical quantile of ``actual - forecast_q``
-    over a calibration set, added to ``forecast_q``. In rolling evaluation the
-    calibration set of an origin is the band's forecasts whose targets were
+Online choice, no look-ahead (:func:`combine_online`)
+    For origins issued on UTC day ``D`` the choice is made at ``D 00:00`` from
+    the rows whose target was already observed then, within a trailing
+    ``lookback`` (14 days): a model's recent record counts, and a change of
+    regime moves the choice within a day. The plan forecast uses the choice
+    made at the last observation (:func:`learn_combination` on the trailing
+    ``lookback``).
+
+Calibration (per series, lead bucket and quantile level)
+    Split-conformal offsets (Romano, Patterson & Candès 2019, "Conformalized
+    Quantile Regression", one-sided form): the offset of level ``q`` is the
+    ``ceil((n + 1) q) / n`` empirical quantile of ``actual - forecast_q`` over
+    a calibration set, added to ``forecast_q``. In rolling evaluation the
+    calibration set of an origin is its bucket's rows whose target was
     already observed at that origin, within a trailing window
-    (:func:`calibrate_online`; sliding-window conformal in the spirit of
-    Gibbs & Candès 2021, "Adaptive Conformal Inference Under Distribution
-    Shift"), so no origin sees its own or any later actual. The plan forecast
-    uses every realised error of the trailing window (:func:`learn_calibration`).
+    (:func:`calibrate_online`; sliding-window conformal in the spirit of Gibbs
+    & Candès 2021, "Adaptive Conformal Inference Under Distribution Shift").
+    Because the set holds only rows of the same lead bucket, it is not biased
+    towards shorter leads, and offsets may narrow as well as widen. Only the
+    upper levels (p90, p95, p99) are calibrated: ``p50`` is already chosen by
+    its own loss, and shifting it by the trailing median error worsened MASE
+    in the sample's backtests. The plan forecast uses the last window's
+    offsets (:func:`learn_calibration`).
 """
 
 from __future__ import annotations
@@ -34,7 +59,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from forecasting.metrics import pinball
 from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
 
 BANDS: dict[str, tuple[pd.Timedelta, pd.Timedelta]] = {
@@ -42,15 +66,44 @@ BANDS: dict[str, tuple[pd.Timedelta, pd.Timedelta]] = {
     "24h": (pd.Timedelta("1h"), pd.Timedelta("24h")),
     "7d": (pd.Timedelta("24h"), pd.Timedelta("7D")),
 }
+OWNER = {"1h": "hourly", "24h": "daily", "7d": "weekly"}
+
+
+def _bucket(band: str, lo: str, hi: str) -> tuple[str, str, pd.Timedelta, pd.Timedelta]:
+    return f"{band}:{lo}-{hi}", band, pd.Timedelta(lo), pd.Timedelta(hi)
+
+
+#: (label, band, lead_lo, lead_hi]: lead buckets, each inside one band.
+BUCKETS: tuple[tuple[str, str, pd.Timedelta, pd.Timedelta], ...] = (
+    _bucket("1h", "0min", "15min"), _bucket("1h", "15min", "30min"), _bucket("1h", "30min", "1h"),
+    _bucket("24h", "1h", "3h"), _bucket("24h", "3h", "6h"), _bucket("24h", "6h", "12h"), _bucket("24h", "12h", "24h"),
+    _bucket("7d", "1D", "2D"), _bucket("7d", "2D", "3D"), _bucket("7d", "3D", "5D"), _bucket("7d", "5D", "7D"),
+)
+DEFAULT = "naive"  # the option a combination must beat by MARGIN (relative loss) to be chosen
+MARGIN = 0.1
+MIN_ROWS = 24
+LOOKBACK = pd.Timedelta("14D")  # realised rows a combination is chosen on
+CAL_WINDOW = pd.Timedelta("14D")  # realised rows the conformal offsets come from  # fewer realised rows than this: a bucket borrows its band's rows
+
+
+def _lead_index(lead, edges: list[tuple[pd.Timedelta, pd.Timedelta]]) -> np.ndarray:
+    lead = np.asarray(pd.to_timedelta(np.asarray(lead)).as_unit("ns").asi8)
+    out = np.full(len(lead), -1)
+    for i, (lo, hi) in enumerate(edges):
+        out[(lead > lo.value) & (lead <= hi.value)] = i
+    return out
 
 
 def band_of(lead: pd.Series | pd.TimedeltaIndex) -> np.ndarray:
     """Band name per lead (``timestamp - issued_at``); '' outside every band."""
-    lead = pd.to_timedelta(np.asarray(lead))
-    out = np.full(len(lead), "", dtype=object)
-    for name, (lo, hi) in BANDS.items():
-        out[(lead > lo) & (lead <= hi)] = name
-    return out
+    names = list(BANDS)
+    idx = _lead_index(lead, list(BANDS.values()))
+    return np.array([names[i] if i >= 0 else "" for i in idx], dtype=object)
+
+
+def bucket_of(lead: pd.Series | pd.TimedeltaIndex) -> np.ndarray:
+    """Index into :data:`BUCKETS` per lead; -1 outside every bucket."""
+    return _lead_index(lead, [(lo, hi) for _, _, lo, hi in BUCKETS])
 
 
 def _aligned(frames: dict[str, pd.DataFrame], band: str) -> tuple[pd.DataFrame, list[str]]:
@@ -69,162 +122,264 @@ def _aligned(frames: dict[str, pd.DataFrame], band: str) -> tuple[pd.DataFrame, 
         names.append(name)
     if not parts:
         return pd.DataFrame(), []
-    wide = pd.concat(parts, axis=1, join="inner")
+    wide = pd.concat(parts, axis=1, join="inner").sort_index()
     return wide, names
 
 
-def _blend(wide: pd.DataFrame, weights: dict[str, float]) -> np.ndarray:
-    tot = sum(weights.values())
-    out = np.zeros((len(wide), len(QCOLS)))
-    for name, w in weights.items():
-        out += (w / tot) * wide[[f"{name}:{q}" for q in QCOLS]].to_numpy()
-    return out
+def _pin(y: np.ndarray, f: np.ndarray, q: float) -> float:
+    e = y - f
+    return float(np.mean(np.maximum(q * e, (q - 1.0) * e)))
 
 
-def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series,
-                      fit_mask=None) -> dict[str, dict]:
-    """Choose, per band, the option with the lowest mean pinball loss on the fitting rows.
+def _choose(preds: dict[str, np.ndarray], y: np.ndarray, q: float) -> tuple[str, dict[str, float], float]:
+    """The option with the lowest pinball loss at level ``q`` (module docstring).
 
-    Parameters
-    ----------
-    frames: model name -> rolling forecasts of ONE series (forecast frame).
-    actual: the series' actuals indexed by timestamp (5-minute grid).
-    fit_mask: callable ``(issued_at, timestamp) -> bool array`` selecting the
-        fitting rows (default: all rows).
-
-    Returns
-    -------
-    ``{band: {"weights": {model: weight}, "pinball": float, "options": {label: pinball}}}``.
+    ``preds``: model -> forecasts of level ``q`` on the fitting rows; ``y``: actuals.
+    Returns ``(label, weights, loss)``; ties go to the earlier option (singles
+    first, in candidate order), so the choice is deterministic.
     """
-    spec = {}
-    for band in BANDS:
-        wide, names = _aligned(frames, band)
-        if wide.empty:
+    names = list(preds)
+    loss = {n: _pin(y, preds[n], q) for n in names}
+    options: list[tuple[str, dict[str, float]]] = [(n, {n: 1.0}) for n in names]
+    if len(names) >= 2:
+        inv = {n: 1.0 / max(loss[n], 1e-9) for n in names}
+        options.append(("inverse_loss_blend", inv))
+        top2 = sorted(names, key=lambda n: loss[n])[:2]
+        options.append(("best_two_blend", {n: 1.0 for n in top2}))
+        if len(names) > 2:
+            options.append(("equal_blend", {n: 1.0 for n in names}))
+    best = None
+    for label, wt in options:
+        val = loss[label] if label in loss else _pin(y, _blend_arr(preds, wt), q)
+        if best is None or val < best[2] - 1e-12:
+            best = (label, _normalised(wt), val)
+    if DEFAULT in loss and best[0] != DEFAULT and best[2] > (1.0 - MARGIN) * loss[DEFAULT]:
+        return DEFAULT, {DEFAULT: 1.0}, loss[DEFAULT]
+    return best
+
+
+def _normalised(w: dict[str, float]) -> dict[str, float]:
+    tot = sum(w.values())
+    return {n: float(v / tot) for n, v in w.items()}
+
+
+def _blend_arr(preds: dict[str, np.ndarray], weights: dict[str, float]) -> np.ndarray:
+    tot = sum(weights.values())
+    return sum((w / tot) * preds[n] for n, w in weights.items())
+
+
+def _learn_band(wide: pd.DataFrame, names: list[str], band: str, y: np.ndarray, bucket: np.ndarray,
+                fit: np.ndarray) -> dict[str, dict]:
+    """Per bucket of ``band`` and quantile: ``{bucket_label: {q: {"choice", "weights", "pinball", "n"}}}``."""
+    spec: dict[str, dict] = {}
+    band_rows = fit & (bucket >= 0)
+    for b, (label, bband, _, _) in enumerate(BUCKETS):
+        if bband != band:
             continue
-        idx = wide.index
-        mask = fit_mask(idx.get_level_values(0), idx.get_level_values(1)) if fit_mask else np.ones(len(wide), bool)
-        y = actual.reindex(idx.get_level_values(1)).to_numpy()
-        ok = np.asarray(mask) & np.isfinite(y)
-        if ok.sum() < 12:
-            # too little to choose on: fall back to the band's owning tier, else the first candidate
-            owner = {"1h": "hourly", "24h": "daily", "7d": "weekly"}[band]
-            spec[band] = {"weights": {owner if owner in names else names[0]: 1.0}, "pinball": float("nan"),
-                          "options": {}}
+        rows = fit & (bucket == b)
+        if rows.sum() < MIN_ROWS:
+            rows = band_rows
+        if rows.sum() < MIN_ROWS:
+            owner = OWNER[band] if OWNER[band] in names else names[0]
+            spec[label] = {q: {"choice": owner, "weights": {owner: 1.0}, "pinball": None, "n": int(rows.sum())}
+                           for q in QCOLS}
             continue
-        w_ok = wide[ok]
-        y_ok = y[ok]
-        losses = {n: pinball(y_ok, w_ok[[f"{n}:{q}" for q in QCOLS]].to_numpy()) for n in names}
-        options = {n: ({n: 1.0}, losses[n]) for n in names}
-        inv = {n: 1.0 / max(losses[n], 1e-9) for n in names}
-        options["inverse_pinball_blend"] = (inv, pinball(y_ok, _blend(w_ok, inv)))
-        if len(names) >= 2:
-            top2 = sorted(names, key=lambda n: losses[n])[:2]
-            eq = {n: 1.0 for n in top2}
-            options["best_two_blend"] = (eq, pinball(y_ok, _blend(w_ok, eq)))
-        label, (weights, loss) = min(options.items(), key=lambda kv: kv[1][1])
-        spec[band] = {"choice": label, "weights": weights, "pinball": loss,
-                      "options": {k: v[1] for k, v in options.items()}}
+        spec[label] = {}
+        for q, level in zip(QCOLS, QUANTILES):
+            preds = {n: wide[f"{n}:{q}"].to_numpy()[rows] for n in names}
+            choice, weights, loss = _choose(preds, y[rows], level)
+            spec[label][q] = {"choice": choice, "weights": weights, "pinball": loss, "n": int(rows.sum())}
     return spec
 
 
-def apply_combination(frames: dict[str, pd.DataFrame], spec: dict[str, dict], series_id: str) -> pd.DataFrame:
-    """Combined forecast frame (``tier = "combined"``) for every (origin, target)
-    where the chosen models of the target's band all have a forecast."""
-    out = []
-    for band, sp in spec.items():
-        sub = {n: frames[n] for n in sp["weights"] if n in frames}
-        wide, names = _aligned(sub, band)
-        if wide.empty:
+def _apply_band(wide: pd.DataFrame, bucket: np.ndarray, spec: dict[str, dict], rows: np.ndarray,
+                out: np.ndarray) -> None:
+    for b, (label, _, _, _) in enumerate(BUCKETS):
+        if label not in spec:
             continue
-        q = _blend(wide, {n: sp["weights"][n] for n in names})
-        f = pd.DataFrame(q, columns=list(QCOLS))
-        f.insert(0, "timestamp", wide.index.get_level_values(1))
-        f.insert(0, "issued_at", wide.index.get_level_values(0))
-        out.append(f)
-    if not out:
+        m = rows & (bucket == b)
+        if not m.any():
+            continue
+        for j, q in enumerate(QCOLS):
+            w = spec[label][q]["weights"]
+            out[m, j] = _blend_arr({n: wide[f"{n}:{q}"].to_numpy()[m] for n in w}, w)
+
+
+def _band_frame(wide: pd.DataFrame, vals: np.ndarray, keep: np.ndarray) -> pd.DataFrame:
+    f = pd.DataFrame(vals[keep], columns=list(QCOLS))
+    f.insert(0, "timestamp", wide.index.get_level_values(1)[keep])
+    f.insert(0, "issued_at", wide.index.get_level_values(0)[keep])
+    return f
+
+
+def _finish(parts: list[pd.DataFrame], series_id: str) -> pd.DataFrame:
+    if not parts:
         return pd.DataFrame(columns=FORECAST_COLUMNS)
-    res = pd.concat(out, ignore_index=True).sort_values(["issued_at", "timestamp"], ignore_index=True)
+    res = pd.concat(parts, ignore_index=True).sort_values(["issued_at", "timestamp"], ignore_index=True)
     res.insert(0, "tier", "combined")
     res.insert(0, "series_id", series_id)
     return res[FORECAST_COLUMNS]
 
 
-def learn_calibration(combined: pd.DataFrame, actual: pd.Series, fit_mask=None) -> dict[str, list[float]]:
-    """Split-conformal offsets per band and quantile (module docstring); ``{band: [c_p50, c_p90, c_p95, c_p99]}``."""
-    out = {}
-    bands = band_of(combined["timestamp"] - combined["issued_at"])
-    y_all = actual.reindex(pd.DatetimeIndex(combined["timestamp"])).to_numpy()
-    mask_all = fit_mask(combined["issued_at"], combined["timestamp"]) if fit_mask else np.ones(len(combined), bool)
+def _band_inputs(frames, band, actual):
+    wide, names = _aligned(frames, band)
+    if wide.empty:
+        return None
+    iss = pd.DatetimeIndex(wide.index.get_level_values(0))
+    ts = pd.DatetimeIndex(wide.index.get_level_values(1))
+    y = actual.reindex(ts).to_numpy(dtype="float64")
+    return wide, names, iss, ts, y, bucket_of(ts - iss)
+
+
+def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, fit_mask=None) -> dict[str, dict]:
+    """Choose, per band, lead bucket and quantile, the option with the lowest pinball loss.
+
+    Parameters
+    ----------
+    frames: model name -> rolling forecasts of ONE series (forecast frame:
+        ``series_id, tier, issued_at, timestamp, p50, p90, p95, p99``; GPUs or replicas).
+    actual: the series' actuals indexed by timestamp (5-minute grid, same unit).
+    fit_mask: callable ``(issued_at, timestamp) -> bool array`` selecting the
+        fitting rows (default: all rows with an observed actual).
+
+    Returns
+    -------
+    ``{band: {bucket_label: {q: {"choice", "weights", "pinball", "n"}}}}``.
+    """
+    spec = {}
     for band in BANDS:
-        m = (bands == band) & np.asarray(mask_all) & np.isfinite(y_all)
-        n = int(m.sum())
-        if n < 12:
+        got = _band_inputs(frames, band, actual)
+        if got is None:
             continue
-        y = y_all[m]
-        offs = []
-        for qname, q in zip(QCOLS, QUANTILES):
-            r = y - combined.loc[m, qname].to_numpy()
-            level = min(1.0, math.ceil((n + 1) * q) / n)
-            offs.append(float(np.quantile(r, level, method="higher")))
-        out[band] = offs
+        wide, names, iss, ts, y, bucket = got
+        fit = np.isfinite(y) & (np.asarray(fit_mask(iss, ts), bool) if fit_mask else True)
+        spec[band] = _learn_band(wide, names, band, y, bucket, fit)
+    return spec
+
+
+def apply_combination(frames: dict[str, pd.DataFrame], spec: dict[str, dict], series_id: str) -> pd.DataFrame:
+    """Combined forecast frame (``tier = "combined"``) for every (origin, target)
+    of a band that :func:`learn_combination` specified, where its candidates all
+    have a forecast."""
+    parts = []
+    for band, bspec in spec.items():
+        used = {n for qs in bspec.values() for s in qs.values() for n in s["weights"]}
+        got = _band_inputs({n: f for n, f in frames.items() if n in used}, band,
+                           pd.Series(dtype="float64", index=pd.DatetimeIndex([], tz="UTC")))
+        if got is None:
+            continue
+        wide, _, _, _, _, bucket = got
+        vals = np.full((len(wide), len(QCOLS)), np.nan)
+        _apply_band(wide, bucket, bspec, np.ones(len(wide), bool), vals)
+        parts.append(_band_frame(wide, vals, np.isfinite(vals).all(axis=1)))
+    return _finish(parts, series_id)
+
+
+def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id: str,
+                   lookback: pd.Timedelta = LOOKBACK) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Rolling combination with no look-ahead (module docstring).
+
+    Origins issued on UTC day ``D`` use the choice learned at ``D 00:00`` from
+    rows with ``D - lookback < timestamp <= D 00:00`` and an observed actual.
+    Returns ``(combined frame, {band: number of daily choices})``.
+    """
+    parts, counts = [], {}
+    for band in BANDS:
+        got = _band_inputs(frames, band, actual)
+        if got is None:
+            continue
+        wide, names, iss, ts, y, bucket = got
+        vals = np.full((len(wide), len(QCOLS)), np.nan)
+        day = iss.floor("1D")
+        observed = np.isfinite(y)
+        t8 = ts.as_unit("ns").asi8
+        for d in day.unique():
+            fit = observed & (t8 <= d.value) & (t8 > (d - lookback).value)
+            spec = _learn_band(wide, names, band, y, bucket, fit)
+            _apply_band(wide, bucket, spec, np.asarray(day == d), vals)
+        counts[band] = len(day.unique())
+        parts.append(_band_frame(wide, vals, np.isfinite(vals).all(axis=1)))
+    return _finish(parts, series_id), counts
+
+
+def _offsets(resid: np.ndarray) -> list[float]:
+    """Conformal offsets, one per quantile level, from residuals ``(n, 4)`` = actual - forecast;
+    0 for ``p50`` (module docstring)."""
+    n = len(resid)
+    return [0.0 if q <= 0.5 else float(np.quantile(resid[:, j], min(1.0, math.ceil((n + 1) * q) / n),
+                                                   method="higher"))
+            for j, q in enumerate(QUANTILES)]
+
+
+def learn_calibration(combined: pd.DataFrame, actual: pd.Series, fit_mask=None,
+                      min_n: int = MIN_ROWS) -> dict[str, list[float]]:
+    """Split-conformal offsets per lead bucket and quantile (module docstring).
+
+    Returns ``{bucket_label: [c_p50, c_p90, c_p95, c_p99]}`` (same unit as the
+    forecast); buckets with fewer than ``min_n`` observed rows are left out.
+    """
+    out = {}
+    if combined.empty:
+        return out
+    bucket = bucket_of(combined["timestamp"] - combined["issued_at"])
+    y = actual.reindex(pd.DatetimeIndex(combined["timestamp"])).to_numpy(dtype="float64")
+    mask = np.isfinite(y) & (np.asarray(fit_mask(combined["issued_at"], combined["timestamp"]), bool)
+                             if fit_mask else True)
+    resid = y[:, None] - combined[list(QCOLS)].to_numpy(dtype="float64")
+    for b, (label, _, _, _) in enumerate(BUCKETS):
+        m = mask & (bucket == b)
+        if m.sum() >= min_n:
+            out[label] = _offsets(resid[m])
     return out
 
 
 def apply_calibration(combined: pd.DataFrame, offsets: dict[str, list[float]]) -> pd.DataFrame:
-    """Add the offsets of each row's band; the caller sanitises (non-crossing, >= 0)."""
+    """Add the offsets of each row's lead bucket; the caller sanitises (non-crossing, >= 0)."""
     if not offsets or combined.empty:
         return combined
     f = combined.copy()
-    bands = band_of(f["timestamp"] - f["issued_at"])
-    for band, offs in offsets.items():
-        m = bands == band
-        for qname, c in zip(QCOLS, offs):
-            f.loc[m, qname] = f.loc[m, qname] + c
+    bucket = bucket_of(f["timestamp"] - f["issued_at"])
+    vals = f[list(QCOLS)].to_numpy(dtype="float64", copy=True)
+    for b, (label, _, _, _) in enumerate(BUCKETS):
+        if label in offsets:
+            vals[bucket == b] += np.asarray(offsets[label])
+    f[list(QCOLS)] = vals
     return f
 
 
-def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = pd.Timedelta("7D"),
-                     min_n: int = 24) -> pd.DataFrame:
+def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = CAL_WINDOW,
+                     min_n: int = MIN_ROWS) -> pd.DataFrame:
     """Rolling split-conformal calibration with no look-ahead.
 
-    For each origin ``o`` and band, the offsets come from the rows of that band
-    whose target is at or before ``o`` and after ``o - window`` (their actuals
-    were known when ``o`` was issued). Origins with fewer than ``min_n`` such
-    rows are left uncalibrated. Offsets of the upper quantiles (p90, p95, p99)
-    only widen: the realised errors of a band are biased towards its shortest
-    leads (the long-lead targets are not observed yet), so narrowing would
-    under-cover the long leads. Returns a new frame; the caller sanitises it.
+    For each origin ``o`` and lead bucket, the offsets come from the rows of
+    that bucket whose target lies in ``(o - window, o]`` (their actuals were
+    known when ``o`` was issued). Origins with fewer than ``min_n`` such rows
+    keep their forecast uncalibrated. Returns a new frame; the caller sanitises it.
     """
     if combined.empty:
         return combined
-    f = combined.reset_index(drop=True).copy()
-    bands = band_of(f["timestamp"] - f["issued_at"])
-    y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy()
-    origins = np.unique(pd.DatetimeIndex(f["issued_at"]).asi8)
-    for band in BANDS:
-        m = np.flatnonzero((bands == band) & np.isfinite(y))
-        rows_all = np.flatnonzero(bands == band)
-        if len(m) < min_n or len(rows_all) == 0:
+    f = combined.reset_index(drop=True)
+    vals = f[list(QCOLS)].to_numpy(dtype="float64", copy=True)
+    out = vals.copy()
+    y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy(dtype="float64")
+    bucket = bucket_of(f["timestamp"] - f["issued_at"])
+    t8 = pd.DatetimeIndex(f["timestamp"]).as_unit("ns").asi8  # nanoseconds, like Timedelta.value
+    i8 = pd.DatetimeIndex(f["issued_at"]).as_unit("ns").asi8
+    resid_all = y[:, None] - vals
+    for b in range(len(BUCKETS)):
+        rows = np.flatnonzero(bucket == b)
+        obs = rows[np.isfinite(y[rows])]
+        if len(obs) < min_n:
             continue
-        ts = pd.DatetimeIndex(f["timestamp"]).asi8[m]
-        order = np.argsort(ts, kind="stable")
-        m, ts = m[order], ts[order]
-        resid = {qn: y[m] - f[qn].to_numpy()[m] for qn in QCOLS}
-        issued_rows = pd.DatetimeIndex(f["issued_at"]).asi8[rows_all]
-        for o in origins:
+        obs = obs[np.argsort(t8[obs], kind="stable")]
+        ts, resid = t8[obs], resid_all[obs]
+        for o in np.unique(i8[rows]):
             hi = np.searchsorted(ts, o, side="right")
             lo = np.searchsorted(ts, o - window.value, side="right")
-            n = hi - lo
-            if n < min_n:
+            if hi - lo < min_n:
                 continue
-            target_rows = rows_all[issued_rows == o]
-            if len(target_rows) == 0:
-                continue
-            for qn, q in zip(QCOLS, QUANTILES):
-                level = min(1.0, math.ceil((n + 1) * q) / n)
-                c = float(np.quantile(resid[qn][lo:hi], level, method="higher"))
-                if q > 0.5:
-                    c = max(c, 0.0)
-                f.loc[target_rows, qn] = f.loc[target_rows, qn].to_numpy() + c
-    return f
-
+            target = rows[i8[rows] == o]
+            out[target] += np.asarray(_offsets(resid[lo:hi]))
+    res = f.copy()
+    res[list(QCOLS)] = out
+    return res

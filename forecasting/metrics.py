@@ -64,3 +64,13 @@ def coverage(actual: np.ndarray, upper: np.ndarray) -> float:
     a, u = np.asarray(actual, dtype="float64"), np.asarray(upper, dtype="float64")
     ok = np.isfinite(a) & np.isfinite(u)
     return float((a[ok] <= u[ok]).mean()) if ok.any() else float("nan")
+
+
+def idle_ratio(actual: np.ndarray, provisioned: np.ndarray) -> float:
+    """Idle ratio of provisioning ``provisioned`` against ``actual`` demand (same unit):
+    ``sum(max(provisioned - actual, 0)) / sum(provisioned)`` over rows where both
+    are known (DESIGN.md vocabulary; 0 when nothing is provisioned)."""
+    a, p = np.asarray(actual, dtype="float64"), np.asarray(provisioned, dtype="float64")
+    ok = np.isfinite(a) & np.isfinite(p)
+    tot = p[ok].sum()
+    return float(np.maximum(p[ok] - a[ok], 0).sum() / tot) if tot > 0 else 0.0

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,9 +68,11 @@ def sanitise_quantiles(q: pd.DataFrame, upper: float) -> pd.DataFrame:
 
     ``q`` has the columns :data:`QCOLS`. NaN becomes the row's p50 (or 0),
     values are clipped to ``[0, upper]`` (``upper`` is a sane multiple of the
-    history's range, chosen by the caller), and each quantile is forced to be at
-    least the one below it (sorting, as in Chernozhukov et al. 2010,
-    "Quantile and probability curves without crossing").
+    history's range, chosen by the caller), and each quantile is raised to at
+    least the one below it (a running maximum from ``p50`` up). Unlike sorting
+    (Chernozhukov et al. 2010, "Quantile and probability curves without
+    crossing") this never moves ``p50``, the point forecast that MASE and
+    sMAPE score, when an upper quantile was combined or calibrated below it.
     """
     arr = q[list(QCOLS)].to_numpy(dtype="float64", copy=True)
     p50 = arr[:, 0]
@@ -79,7 +82,7 @@ def sanitise_quantiles(q: pd.DataFrame, upper: float) -> pd.DataFrame:
         bad = ~pd.notna(col)
         col[bad] = p50[bad]
     arr = arr.clip(0.0, upper)
-    arr.sort(axis=1)
+    arr = np.maximum.accumulate(arr, axis=1)
     out = q.copy()
     out[list(QCOLS)] = arr
     return out

@@ -12,6 +12,7 @@ from rich.table import Table
 from capplan.commands.plan import Format
 from capplan.config import load_config
 from capplan.console import StageProgress, out
+from forecasting.backtest import summarise
 
 MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet")
 HORIZONS = ("1h", "24h", "7d")
@@ -19,7 +20,8 @@ HORIZONS = ("1h", "24h", "7d")
 
 def backtest_document(scores: dict) -> dict:
     """Reshape pipeline scores into ``{"series": {ID: {"horizons": {h: {model: {mase, smape,
-    pinball, coverage_p95, n}}}}}}`` (issue 4's JSON shape)."""
+    pinball, coverage_p95, idle_ratio_p95, n}}}}}, "summary": {h: ...}}`` (issue 4's JSON
+    shape, plus :func:`forecasting.backtest.summarise` of the combination per horizon)."""
     doc = {"series": {}}
     for sid, per_model in scores.items():
         hz = {}
@@ -28,12 +30,13 @@ def backtest_document(scores: dict) -> dict:
             if row:
                 hz[h] = row
         doc["series"][sid] = {"horizons": hz}
+    doc["summary"] = summarise(scores)
     return doc
 
 
 def render(doc: dict) -> Table:
     t = Table(title="capplan backtest — evaluation window, rolling origins (lower MASE/pinball is better)")
-    for c in ("series", "horizon", "model", "MASE", "sMAPE %", "pinball", "coverage_p95", "n"):
+    for c in ("series", "horizon", "model", "MASE", "sMAPE %", "pinball", "coverage_p95", "idle_p95", "n"):
         t.add_column(c, justify="left" if c in ("series", "horizon", "model") else "right")
     for sid, s in doc["series"].items():
         for h, row in s["horizons"].items():
@@ -41,7 +44,8 @@ def render(doc: dict) -> Table:
             for i, (m, v) in enumerate(row.items()):
                 mark = "[bold green]" if v["mase"] == best else ""
                 t.add_row(sid if i == 0 else "", h if i == 0 else "", m, f"{mark}{v['mase']:.3f}",
-                          f"{v['smape']:.1f}", f"{v['pinball']:.3f}", f"{v['coverage_p95']:.3f}", str(v["n"]))
+                          f"{v['smape']:.1f}", f"{v['pinball']:.3f}", f"{v['coverage_p95']:.3f}",
+                          f"{v.get('idle_ratio_p95', float('nan')):.3f}", str(v["n"]))
     return t
 
 
@@ -58,7 +62,8 @@ def register(app: typer.Typer) -> None:
     ):
         """Score every tier, the combination, naive, seasonal-naive (1 day) and default Prophet
         at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
-        coverage_p95, by rolling-origin evaluation with no look-ahead."""
+        coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
+        no look-ahead; then a summary per horizon across series."""
         from capplan import pipeline
 
         cfg = load_config(config)
@@ -76,3 +81,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(doc, default=str))
         else:
             out.print(render(doc))
+            for h, sm in doc["summary"].items():
+                rel = ", ".join(f"{m} {r:.2f}" for m, r in sm["geomean_relative_mase"].items())
+                out.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; "
+                          f"geometric mean of MASE(combined)/MASE(model): {rel}; coverage_p95 in [0.93, 0.97] on "
+                          f"{sm['coverage_p95_in_093_097']}/{sm['series']} (median {sm['median_coverage_p95']:.3f}, "
+                          f"idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f})")

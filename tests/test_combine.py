@@ -1,0 +1,154 @@
+"""Combination per lead bucket and quantile, conformal calibration, and the cross-series summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasting import combine
+from forecasting.backtest import summarise
+from forecasting.types import QCOLS, sanitise_quantiles
+
+STEP = pd.Timedelta("5min")
+
+
+def actual_series(values, start="2024-01-01"):
+    return pd.Series(np.asarray(values, float), index=pd.date_range(start, periods=len(values), freq=STEP, tz="UTC"))
+
+
+def rolling(actual: pd.Series, model, every="4h", lead_steps=288, name="m") -> pd.DataFrame:
+    """Rolling forecasts of ``model(history_values, origin_pos, k)`` -> (k, 4) quantiles."""
+    y = actual.to_numpy()
+    rows = []
+    step_every = int(pd.Timedelta(every) / STEP)
+    for o in range(288, len(y) - 1, step_every):
+        k = min(lead_steps, len(y) - 1 - o)
+        q = model(y[: o + 1], o, k)
+        ts = actual.index[o + 1:o + 1 + k]
+        rows.append(pd.DataFrame({"series_id": "s", "tier": name, "issued_at": actual.index[o], "timestamp": ts,
+                                  **{c: q[:, j] for j, c in enumerate(QCOLS)}}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def naive(y, o, k):
+    return np.tile([y[-1], y[-1] + 1, y[-1] + 2, y[-1] + 3], (k, 1)).astype(float)
+
+
+def seasonal(y, o, k):
+    v = np.array([y[len(y) - 288 + (i % 288)] for i in range(k)], float)
+    return np.column_stack([v, v + 1, v + 2, v + 3])
+
+
+def biased(y, o, k):
+    """A model that forecasts the last value + 5: always worse than naive on a level series."""
+    return naive(y, o, k) + 5.0
+
+
+def test_persistence_wins_on_steps_and_seasonal_wins_on_a_daily_cycle():
+    rng = np.random.default_rng(0)
+    steps = np.repeat(rng.integers(0, 50, 60), 100)[:5760].astype(float)  # step-shaped demand, no cycle
+    a = actual_series(steps)
+    frames = {"naive": rolling(a, naive, name="naive"), "seasonal_naive": rolling(a, seasonal, name="seasonal_naive"),
+              "biased": rolling(a, biased, name="biased")}
+    spec = combine.learn_combination(frames, a)
+    assert all(s["p50"]["choice"] == "naive" for s in spec["24h"].values())
+
+    t = np.arange(5760)
+    cycle = 40 + 30 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 0.5, len(t))
+    a2 = actual_series(np.round(cycle))
+    frames2 = {"naive": rolling(a2, naive, name="naive"), "seasonal_naive": rolling(a2, seasonal, name="seasonal_naive")}
+    spec2 = combine.learn_combination(frames2, a2)
+    long = spec2["24h"]["24h:12h-24h"]["p50"]
+    assert long["weights"].get("seasonal_naive", 0) > 0.5, long
+
+
+def test_online_combination_and_calibration_never_look_ahead():
+    rng = np.random.default_rng(1)
+    t = np.arange(288 * 16)
+    y = np.round(40 + 30 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 3, len(t)))
+    a = actual_series(y)
+    cut = a.index[288 * 11]  # a midnight UTC
+    y2 = y.copy()
+    y2[288 * 11:] = y2[288 * 11:][::-1] * 3  # the future changes completely
+    a2 = actual_series(y2)
+
+    def run(series):
+        frames = {"naive": rolling(series, naive, name="naive"),
+                  "seasonal_naive": rolling(series, seasonal, name="seasonal_naive")}
+        c, _ = combine.combine_online(frames, series, "s")
+        return c, combine.calibrate_online(c, series)
+
+    c1, k1 = run(a)
+    c2, k2 = run(a2)
+    before1, before2 = c1[c1["issued_at"] < cut], c2[c2["issued_at"] < cut]
+    # forecasts issued before the cut only use data before it (their model inputs and the
+    # realised errors behind their combination and calibration)
+    pd.testing.assert_frame_equal(before1.reset_index(drop=True), before2.reset_index(drop=True))
+    kb1, kb2 = k1[k1["issued_at"] < cut], k2[k2["issued_at"] < cut]
+    pd.testing.assert_frame_equal(kb1.reset_index(drop=True), kb2.reset_index(drop=True))
+    # and the changed future does change what is issued after it
+    after1, after2 = k1[k1["issued_at"] >= cut + pd.Timedelta("1D")], k2[k2["issued_at"] >= cut + pd.Timedelta("1D")]
+    assert not np.allclose(after1["p95"].to_numpy(), after2["p95"].to_numpy())
+
+
+def test_conformal_calibration_reaches_nominal_coverage_out_of_sample_and_keeps_p50():
+    rng = np.random.default_rng(2)
+    n = 288 * 21
+    y = np.round(50 + rng.normal(0, 5, n))
+    a = actual_series(y)
+
+    def overconfident(hist, o, k):  # quantiles far too narrow: p95 = mean + 1
+        return np.tile([50.0, 50.5, 51.0, 51.5], (k, 1))
+
+    f = rolling(a, overconfident, every="1h", lead_steps=12)
+    raw_cov = float((a.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy() <= f["p95"].to_numpy()).mean())
+    cal = combine.calibrate_online(f, a)
+    later = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("15D")]
+    yy = a.reindex(pd.DatetimeIndex(later["timestamp"])).to_numpy()
+    cov = float((yy <= later["p95"].to_numpy()).mean())
+    assert raw_cov < 0.7
+    assert 0.92 <= cov <= 0.98, cov
+    np.testing.assert_array_equal(cal["p50"].to_numpy(), f["p50"].to_numpy())
+    # the same offsets, learned once, for a plan forecast
+    offs = combine.learn_calibration(f, a)
+    assert set(offs) == {"1h:0min-15min", "1h:15min-30min", "1h:30min-1h"}
+    assert all(o[0] == 0.0 and o[2] > 5 for o in offs.values())
+
+
+def test_a_too_good_narrow_forecast_is_narrowed_back():
+    """Offsets may narrow as well as widen: too-wide upper quantiles come down."""
+    rng = np.random.default_rng(3)
+    a = actual_series(np.round(50 + rng.normal(0, 2, 288 * 20)))
+
+    def too_wide(hist, o, k):
+        return np.tile([50.0, 80.0, 90.0, 100.0], (k, 1))
+
+    f = rolling(a, too_wide, every="1h", lead_steps=12)
+    cal = combine.calibrate_online(f, a)
+    late = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("16D")]
+    assert late["p95"].max() < 60
+
+
+def test_sanitise_keeps_p50_when_an_upper_quantile_falls_below_it():
+    q = pd.DataFrame({"p50": [10.0, np.nan, -1.0], "p90": [8.0, 3.0, 2.0], "p95": [12.0, 2.0, 1.0],
+                      "p99": [11.0, 5.0, 100.0]})
+    out = sanitise_quantiles(q, upper=50.0)
+    assert out["p50"].tolist() == [10.0, 0.0, 0.0]
+    arr = out[list(QCOLS)].to_numpy()
+    assert (np.diff(arr, axis=1) >= 0).all()
+    assert arr.max() <= 50.0 and arr.min() >= 0.0
+
+
+def test_summary_counts_and_relative_mase():
+    scores = {
+        "a": {"combined": {"1h": {"mase": 1.0, "coverage_p95": 0.95, "idle_ratio_p95": 0.2}},
+              "naive": {"1h": {"mase": 2.0, "coverage_p95": 0.9}}},
+        "b": {"combined": {"1h": {"mase": 2.0, "coverage_p95": 0.99, "idle_ratio_p95": 0.4}},
+              "naive": {"1h": {"mase": 1.0, "coverage_p95": 0.9}}},
+    }
+    s = summarise(scores)["1h"]
+    assert s["series"] == 2 and s["best_or_tied"] == 1 and s["strictly_best"] == 1
+    assert s["geomean_relative_mase"]["naive"] == pytest.approx(1.0)
+    assert s["coverage_p95_in_093_097"] == 1
+    assert s["median_idle_ratio_p95"] == pytest.approx(0.3)
