@@ -166,7 +166,7 @@ class ForecastConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     lstm_epochs: int = Field(default=20, ge=1)
     lstm_units: int = Field(default=32, ge=1)
-    lstm_max_windows: int = Field(default=4000, ge=16)
+    lstm_max_windows: int = Field(default=2000, ge=16)
     prophet_samples: int = Field(default=300, ge=50)
     events: list[str] = Field(default_factory=list)
 

@@ -288,8 +288,9 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
             try:
                 m.load(str(d / "model.keras"))
                 st = json.loads((d / "state.json").read_text())
-                if st.get("target") != daily_lstm.TARGET:
-                    raise ValueError(f"trained on target {st.get('target')!r}, expected {daily_lstm.TARGET!r}")
+                if (st.get("target"), st.get("arch")) != (daily_lstm.TARGET, daily_lstm.ARCH):
+                    raise ValueError(f"trained as {st.get('target')!r}/{st.get('arch')!r}, expected "
+                                     f"{daily_lstm.TARGET!r}/{daily_lstm.ARCH!r}")
                 m.scale, m.tz = st["scale"], st["tz"]
                 log["reused"], log["versions"]["_global"] = sids, meta_doc["version"]
                 return m, log
@@ -303,7 +304,7 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
                 path = Path(tmp) / "model.keras"
                 m.save(str(path))
                 v = registry.save("daily", "_global", {"model.keras": path, "state.json": json.dumps(
-                    {"scale": m.scale, "tz": m.tz, "target": daily_lstm.TARGET}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
+                    {"scale": m.scale, "tz": m.tz, "target": daily_lstm.TARGET, "arch": daily_lstm.ARCH}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
             log["versions"]["_global"] = v
         log["fitted"] = sids
         return m, log

@@ -1,12 +1,19 @@
 """The ``hourly`` tier: statsmodels ETS on 5-minute data, 12 steps (1 h) ahead.
 
 Model choice (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*;
-statsmodels ``ETSModel``): candidates are additive error with trend none /
-additive / additive damped, each with and without an additive daily season
-(288 steps), and the seasonal ones only when the fit window holds at least
-two full seasons. When the window is strictly positive, multiplicative-error
-variants are added (a multiplicative fit fails on values <= 0). The candidate
-with the lowest AICc wins.
+statsmodels ``ETSModel``), by AICc in a stepwise search over the family (the
+pruning idea of Hyndman & Khandakar 2008's stepwise ``auto.arima``, applied
+to ETS to keep the fit cheap):
+
+1. additive error with trend none / additive / additive damped;
+2. the best of those with an additive daily season (288 steps), only when
+   the fit window holds at least two full seasons;
+3. the best so far with multiplicative error (and a multiplicative season if
+   seasonal), only when the window is strictly positive (a multiplicative fit
+   fails on values <= 0).
+
+A stage's candidate replaces the best only with a lower AICc. Five fits at
+most, against twelve for the exhaustive search.
 
 ``initialization_method`` is always explicit (statsmodels 0.15 requires it):
 ``estimated`` for non-seasonal models and ``heuristic`` for seasonal ones
@@ -40,17 +47,18 @@ from forecasting.types import QUANTILES, SeriesMeta
 SEASON = 288  # one day of 5-minute steps
 
 
-def _candidates(y: np.ndarray) -> list[dict]:
-    specs = []
-    seasonal_ok = len(y) >= 2 * SEASON
-    errors = ["add", "mul"] if np.all(y > 0) else ["add"]
-    for err in errors:
-        for trend, damped in ((None, False), ("add", False), ("add", True)):
-            specs.append(dict(error=err, trend=trend, damped_trend=damped, seasonal=None))
-            if seasonal_ok:
-                specs.append(dict(error=err, trend=trend, damped_trend=damped, seasonal="add" if err == "add" else "mul",
-                                  seasonal_periods=SEASON))
-    return specs
+def _steps(y: np.ndarray):
+    """Candidate specs of the stepwise search, as a generator that is sent the
+    best spec so far after each stage (see :meth:`HourlyETS._select`)."""
+    best = yield [dict(error="add", trend=t, damped_trend=d, seasonal=None)
+                  for t, d in ((None, False), ("add", False), ("add", True))]
+    if len(y) >= 2 * SEASON:
+        best = yield [dict(best, seasonal="add", seasonal_periods=SEASON)]
+    if np.all(y > 0):
+        mul = dict(best, error="mul")
+        if mul.get("seasonal"):
+            mul["seasonal"] = "mul"
+        yield [mul]
 
 
 def _build(y: np.ndarray, spec: dict) -> ETSModel:
@@ -62,8 +70,8 @@ def _build(y: np.ndarray, spec: dict) -> ETSModel:
 class HourlyETS(Forecaster):
     """Exponential smoothing tier (see module docstring).
 
-    Options: ``fit_window`` (steps of history used to fit, default 2016 = 7
-    days), ``min_history`` override.
+    Options: ``fit_window`` (steps of history used to fit, default 864 = 3
+    days: two full seasons plus one), ``min_history`` override.
     """
 
     step = "5min"
@@ -71,7 +79,7 @@ class HourlyETS(Forecaster):
     min_history = 36  # 3 hours
     refit_every = "7D"  # backtests: parameters re-estimated weekly, state updated at every origin
 
-    def __init__(self, seed: int = 0, fit_window: int = 2016, **options):
+    def __init__(self, seed: int = 0, fit_window: int = 864, **options):
         super().__init__(seed=seed, **options)
         self.fit_window = fit_window
         self.models: dict[str, dict] = {}
@@ -88,19 +96,7 @@ class HourlyETS(Forecaster):
             if np.nanmax(y) == np.nanmin(y):
                 self.fallbacks[sid] = "hourly: constant history, ETS has nothing to fit; naive (last value) used"
                 continue
-            best, best_ic, caught = None, math.inf, []
-            for spec in _candidates(y):
-                with warnings.catch_warnings(record=True) as w:
-                    warnings.simplefilter("always")
-                    try:
-                        res = _build(y, spec).fit(disp=False, maxiter=200)
-                    except Exception as exc:  # a candidate that cannot be fitted is skipped, and noted
-                        caught.append(f"{spec}: {type(exc).__name__}: {exc}")
-                        continue
-                    caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
-                ic = res.aicc if np.isfinite(res.aicc) else res.aic
-                if np.isfinite(ic) and ic < best_ic:
-                    best, best_ic = (spec, res), ic
+            best, best_ic, caught = self._select(y)
             if caught:
                 self.warnings[sid] = caught[:5]
             if best is None:
@@ -114,6 +110,32 @@ class HourlyETS(Forecaster):
                 "aicc": float(best_ic),
             }
         return self
+
+    @staticmethod
+    def _select(y: np.ndarray):
+        """Stepwise AICc search (module docstring); returns ``((spec, results) | None, aicc, notes)``."""
+        best, best_ic, caught = None, math.inf, []
+        steps = _steps(y)
+        specs = next(steps)
+        while True:
+            for spec in specs:
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    try:
+                        res = _build(y, spec).fit(disp=False, maxiter=200)
+                    except Exception as exc:  # a candidate that cannot be fitted is skipped, and noted
+                        caught.append(f"{spec}: {type(exc).__name__}: {exc}")
+                        continue
+                    caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
+                ic = res.aicc if np.isfinite(res.aicc) else res.aic
+                if np.isfinite(ic) and ic < best_ic:
+                    best, best_ic = (spec, res), ic
+            if best is None:
+                return None, best_ic, caught
+            try:
+                specs = steps.send(best[0])
+            except StopIteration:
+                return best, best_ic, caught
 
     def predict(self, history, origins=None):
         frames = []
