@@ -12,9 +12,11 @@ Origins
     the hourly-grid tiers see buckets up to ``HH:00`` and forecast from the next
     hour on. ``issued_at`` in every rolling forecast is that 5-minute origin.
 
-Refits follow each tier's ``refit_every`` (``hourly``: daily, ``weekly``:
-weekly, ``daily`` LSTM: once at the first origin, a documented compromise to
-keep the backtest within minutes on two cores).
+Refits follow each tier's ``refit_every``: every tier is re-estimated weekly
+(``hourly`` ETS keeps its parameters for the week and updates its state at
+every origin; the ``daily`` LSTM is retrained on every series at each weekly
+fit origin; ``weekly`` Prophet refits). ``capplan plan``'s own plan forecast
+refits per the model registry's cadence.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ class DailyLSTM(Forecaster):
     step = "1h"
     horizon = HORIZON
     min_history = LOOKBACK + HORIZON
-    refit_every = None
+    refit_every = "7D"  # backtests: one global retrain per week of origins
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 128,
                  max_windows: int = 2000, patience: int = 3, **options):
