@@ -152,3 +152,26 @@ def test_summary_counts_and_relative_mase():
     assert s["geomean_relative_mase"]["naive"] == pytest.approx(1.0)
     assert s["coverage_p95_in_093_097"] == 1
     assert s["median_idle_ratio_p95"] == pytest.approx(0.3)
+
+
+def test_adaptive_level_recovers_coverage_after_the_noise_grows():
+    """After a shift the trailing window still holds calm errors; the adaptive level
+    (Gibbs & Candès 2021) asks for a higher quantile of them, plain split conformal does not."""
+    rng = np.random.default_rng(4)
+    n = 288 * 24
+    noise = np.where(np.arange(n) < 288 * 14, 2.0, 6.0)
+    a = actual_series(np.round(50 + rng.normal(0, 1, n) * noise))
+
+    def flat(hist, o, k):
+        return np.tile([50.0, 52.0, 53.0, 55.0], (k, 1))
+
+    f = rolling(a, flat, every="1h", lead_steps=12)
+    shift = a.index[0] + pd.Timedelta("14D")
+
+    def cov_after(cal):
+        late = cal[(cal["issued_at"] >= shift + pd.Timedelta("2D")) & (cal["issued_at"] < shift + pd.Timedelta("7D"))]
+        return float((a.reindex(pd.DatetimeIndex(late["timestamp"])).to_numpy() <= late["p95"].to_numpy()).mean())
+
+    plain, adaptive = cov_after(combine.calibrate_online(f, a, gamma=0.0)), cov_after(combine.calibrate_online(f, a))
+    assert plain < 0.9
+    assert adaptive > plain + 0.03
