@@ -112,7 +112,7 @@ def _build_model(units: int, seed: int):
 class DailyLSTM(Forecaster):
     """Global LSTM tier (see module docstring).
 
-    Options: ``epochs`` (default 20), ``units`` (32), ``batch_size`` (128),
+    Options: ``epochs`` (default 20), ``units`` (32), ``batch_size`` (256),
     ``max_windows`` (2000, sampled with the seed when there are more),
     ``patience`` (3).
     """
@@ -122,7 +122,7 @@ class DailyLSTM(Forecaster):
     min_history = LOOKBACK + HORIZON
     refit_every = "7D"  # backtests: one global retrain per week of origins
 
-    def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 128,
+    def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
                  max_windows: int = 2000, patience: int = 3, **options):
         super().__init__(seed=seed, **options)
         self.epochs, self.units, self.batch_size = epochs, units, batch_size
