@@ -81,6 +81,9 @@ def test_missing_file_and_bad_config(tmp_path, capsys):
     cfg = write(tmp_path, "c.yaml", "plan:\n  n_calls: two\n")
     code, _, err = run_cli(["plan", "--config", str(cfg), "-q"], capsys)
     assert code == 2 and "plan.n_calls" in err and str(cfg) in err
+    no_prom = write(tmp_path, "p.yaml", "plan:\n  n_calls: 8\n")
+    code, _, err = run_cli(["ingest", "--config", str(no_prom), "-q"], capsys)
+    assert code == 2 and str(no_prom) in err and "prometheus:" in err
 
 
 def test_help_explains_every_option(capsys):

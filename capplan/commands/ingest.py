@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from capplan.config import load_config
+from capplan.errors import InputError
 from capplan.console import StageProgress, out
 
 
@@ -57,6 +58,10 @@ def register(app: typer.Typer) -> None:
         from capplan.store import Store
 
         cfg = load_config(config)
+        if cfg.prometheus is None or not cfg.series:
+            missing = "prometheus:" if cfg.prometheus is None else "series:"
+            raise InputError(f"{config}: no `{missing}` section; `capplan ingest` needs `prometheus: {{url: ...}}` "
+                             "and `series:` (see the README's Prometheus section)")
         progress = StageProgress(enabled=not quiet)
 
         def on_chunk(sid, i, n, pts):
