@@ -196,8 +196,12 @@ def _blend_arr(preds: dict[str, np.ndarray], weights: dict[str, float]) -> np.nd
 
 def _learn_band(wide: pd.DataFrame, names: list[str], band: str, y: np.ndarray, bucket: np.ndarray,
                 fit: np.ndarray) -> dict[str, dict]:
+    """Per bucket of ``band`` and quantile: ``{bucket_label: {q: {"choice", "weights", "pinball", "n"}}}``.
+
+    With fewer than :data:`MIN_ROWS` realised rows even for the whole band, the
+    choice is :data:`DEFAULT` (naive), else the band's own tier: no evidence, no
+    departure from persistence."""
     groups = pd.DatetimeIndex(wide.index.get_level_values(0)).floor("1D").as_unit("ns").asi8
-    """Per bucket of ``band`` and quantile: ``{bucket_label: {q: {"choice", "weights", "pinball", "n"}}}``."""
     spec: dict[str, dict] = {}
     band_rows = fit & (bucket >= 0)
     for b, (label, bband, _, _) in enumerate(BUCKETS):
@@ -207,7 +211,7 @@ def _learn_band(wide: pd.DataFrame, names: list[str], band: str, y: np.ndarray, 
         if rows.sum() < MIN_ROWS:
             rows = band_rows
         if rows.sum() < MIN_ROWS:
-            owner = OWNER[band] if OWNER[band] in names else names[0]
+            owner = next((n for n in (DEFAULT, OWNER[band]) if n in names), names[0])
             spec[label] = {q: {"choice": owner, "weights": {owner: 1.0}, "pinball": None, "n": int(rows.sum())}
                            for q in QCOLS}
             continue
