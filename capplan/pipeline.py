@@ -541,9 +541,14 @@ def build_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome
             flex = max(target - reserved, 0)
             spot = int(round(p.spot_fraction * flex))
             capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)
-            plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot,
-                    "capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
-                    "quota_gpus": meta.quota_gpus, "valid_from": last.isoformat()}
+            plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
+            if p.topup_quantile != "none":
+                hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
+                want = math.ceil(p.topup_headroom * float(hour[p.topup_quantile].max()) - 1e-9)
+                plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
+                capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
+            plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
+                         "quota_gpus": meta.quota_gpus, "valid_from": last.isoformat()})
         else:
             p = InferenceParams(**oc.params)
             plan = {"min_replicas": p.min_replicas, "max_replicas": p.max_replicas,
