@@ -256,3 +256,38 @@ def test_tied_policies_resolve_to_the_safest_cheapest_deterministically():
     ranks = {"none": 0, "p50": 1, "p90": 2, "p95": 3, "p99": 4}
     tq = max(ranks[t["params"]["topup_quantile"]] for t in a.trials)
     assert ranks[a.best_params.topup_quantile] == tq
+
+
+def test_daily_coverage_objective_punishes_misses_bunched_on_one_day():
+    from optimizer.search import coverage_shortfall, objective_value
+
+    # two days of 10 GPUs held; demand exceeds it for 6 hours of the second day only
+    d = np.full(576, 8.0)
+    d[288 + 100:288 + 172] = 12.0
+    i = inp(d)
+    m, _ = account_training(i, np.full(576, 10.0), np.zeros(576), np.zeros(576), interruption_rate=0.0)
+    assert m.daily_coverage == [1.0, pytest.approx(216 / 288)]
+    assert m.coverage == pytest.approx(1 - 72 / 576)
+    assert "daily_coverage" not in m.model_dump()  # never exported
+    assert coverage_shortfall(m, 0.95) == pytest.approx(0.95 - m.coverage)
+    assert coverage_shortfall(m, 0.95, "daily") == pytest.approx((0 + (0.95 - 0.75)) / 2)
+    assert objective_value(m, 0.95, 100.0, 0.5, "daily") > objective_value(m, 0.95, 100.0, 0.5, "window")
+    even = m.model_copy(update={"daily_coverage": [m.coverage, m.coverage]})  # same misses, spread out
+    assert coverage_shortfall(even, 0.95, "daily") == pytest.approx(coverage_shortfall(m, 0.95))
+    with pytest.raises(ValueError):
+        coverage_shortfall(m, 0.95, "weekly")
+
+
+def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
+    from capplan.pipeline import SearchTask, search_one
+
+    def zero_inp(demand):
+        return _flat(inp(demand), 0.0, 0.0, np.zeros(len(demand)))
+
+    tune = zero_inp(np.zeros(2016))
+    evalw = zero_inp(np.r_[np.zeros(1000), np.full(1016, 3.0)])
+    task = SearchTask("train/idle", "training", tune, evalw, {"n_calls": 6, "random_search": False}, 0, [])
+    a, b = search_one(task), search_one(task)
+    assert a.params == b.params
+    assert a.params["topup_quantile"] != "none"  # the safest of the tied policies reacts each hour
+    assert any(n.startswith("tuning: 6 policies scored the same objective") for n in a.notes)
