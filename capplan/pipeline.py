@@ -496,7 +496,9 @@ def search_one(task: SearchTask) -> SearchOutcome:
     if gp.n_tied > 1:
         notes.append(f"tuning: {gp.n_tied} policies scored the same objective on the tuning window "
                      f"({gp.best_objective:,.2f} USD; e.g. no demand to tell them apart); the one with the "
-                     "highest coverage, then the lowest cost, then the most capacity held in reserve was chosen")
+                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
+                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
+                     "HPA target)")
     rec, rec_series = evaluate(gp.best_params, evalw)
     bl, bl_series = run_baseline(evalw)
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
