@@ -291,3 +291,19 @@ def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
     assert a.params == b.params
     assert a.params["topup_quantile"] != "none"  # the safest of the tied policies reacts each hour
     assert any(n.startswith("tuning: 6 policies scored the same objective") for n in a.notes)
+
+
+def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():
+    from optimizer.search import TRAINING_ANCHORS
+
+    def ev(p):
+        return Metrics(cost_usd=p.reservation_ratio + p.headroom, coverage=1.0, idle_ratio=0.0, unmet=0.0)
+
+    for method in ("gp", "random"):
+        r = run_search(ev, training_space(), 9, 2, 0.95, 1.0, method=method)
+        assert len(r.trials) == 9  # the anchor counts against n_calls
+        assert r.trials[0]["params"] == TrainingParams(**TRAINING_ANCHORS[0]).model_dump()
+    # an anchor outside the configured bounds is clipped into them, one whose label is excluded is skipped
+    sp = training_space({"headroom": (1.2, 1.8)})
+    assert sp.to_params(sp.anchor_points()[0]).headroom == 1.2
+    assert training_space({"topup_quantile": ["none", "p50"]}).anchor_points() == []
