@@ -200,7 +200,8 @@ def inference_space(peak: float, bounds: dict | None = None) -> Space:
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:
     """Coverage below the target (a ratio): ``max(0, target - coverage)`` over
     the window, or with ``by="daily"`` the mean over the window's days of
-    ``max(0, target - coverage of the day)`` (module docstring)."""
+    ``max(0, target - coverage of the day)`` (module docstring; the window's
+    shortfall when ``m`` carries no daily coverage)."""
     if by == "daily" and m.daily_coverage:
         return float(np.mean([max(0.0, coverage_target - c) for c in m.daily_coverage]))
     if by not in ("window", "daily"):
@@ -255,7 +256,10 @@ def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int
     """Minimise the objective over ``space`` with ``gp`` (``skopt.gp_minimize``)
     or ``random`` (``skopt.dummy_minimize``), ``n_calls`` evaluations, seeded.
 
-    ``evaluate(params) -> Metrics`` replays the policy on the tuning window.
+    ``evaluate(params) -> Metrics`` replays the policy on the tuning window;
+    ``coverage_by`` (``window`` or ``daily``) picks the coverage shortfall the
+    objective penalises (:func:`coverage_shortfall`). The best point is chosen
+    by :func:`pick_best`.
     """
     cache: dict[tuple, tuple[float, Metrics, object]] = {}
     trials: list[dict] = []
