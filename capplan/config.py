@@ -179,6 +179,9 @@ class PlanConfig(BaseModel):
     penalty: float = Field(default=0.5, ge=0)
     coverage_margin: float = Field(default=0.03, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")
+    coverage_objective: Literal["window", "daily"] = Field(
+        default="window", description="what the search penalises: the tuning window's coverage shortfall, or the "
+        "mean of each day's shortfall (stricter under level shifts, costlier; see optimizer.search)")
     n_calls: int = Field(default=30, ge=4)
     tune_days: float = Field(default=7, gt=0)
     eval_days: float = Field(default=7, gt=0)

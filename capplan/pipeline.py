@@ -406,8 +406,12 @@ def replay_input(prep: Prepared, fc: Forecasts, sid: str, start: pd.Timestamp, e
         wk = dl = comb
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
+        hour_starts = pd.date_range(start, end, freq="1h")
         inp.week_mean = period_lookup(wk, times, week_starts, pd.Timedelta("7D"), "mean")
         inp.day_max = period_lookup(dl, times, day_starts, pd.Timedelta("1D"), "max")
+        # the hourly top-up: the latest forecast issued before each hour (rolling origins of training
+        # pools are 4 h apart, so its lead is 1-5 h in the replay; a live run refreshes it every hour)
+        inp.hour_max = period_lookup(comb, times, hour_starts, pd.Timedelta("1h"), "max")
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:
@@ -472,24 +476,33 @@ def search_one(task: SearchTask) -> SearchOutcome:
             return base.inference_baseline(inp, pc.cold_start_s)
 
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
-    gp = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, target, ref_cost, pc.penalty, "gp")
+    by = pc.coverage_objective
+    gp = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, target, ref_cost, pc.penalty, "gp",
+                    coverage_by=by)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-        run_baseline(tune)[0], target, ref_cost, pc.penalty), "reference_cost_usd": ref_cost,
-        "coverage_target_while_tuning": target}
+        run_baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
+        "coverage_target_while_tuning": target, "coverage_objective": by}
     rnd_eval = None
     if pc.random_search:
         rnd = run_search(lambda p: evaluate(p, tune)[0], space, pc.n_calls, seed, target, ref_cost, pc.penalty,
-                         "random")
+                         "random", coverage_by=by)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_eval = evaluate(rnd.best_params, evalw)[0]
+    notes = list(task.notes)
+    if gp.n_tied > 1:
+        notes.append(f"tuning: {gp.n_tied} policies scored the same objective on the tuning window "
+                     f"({gp.best_objective:,.2f} USD; e.g. no demand to tell them apart); the one with the "
+                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
+                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
+                     "HPA target)")
     rec, rec_series = evaluate(gp.best_params, evalw)
     bl, bl_series = run_baseline(evalw)
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    return SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, task.notes)
+    return SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes)
 
 
 def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0,
@@ -528,9 +541,14 @@ def build_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome
             flex = max(target - reserved, 0)
             spot = int(round(p.spot_fraction * flex))
             capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)
-            plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot,
-                    "capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
-                    "quota_gpus": meta.quota_gpus, "valid_from": last.isoformat()}
+            plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
+            if p.topup_quantile != "none":
+                hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
+                want = math.ceil(p.topup_headroom * float(hour[p.topup_quantile].max()) - 1e-9)
+                plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
+                capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
+            plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
+                         "quota_gpus": meta.quota_gpus, "valid_from": last.isoformat()})
         else:
             p = InferenceParams(**oc.params)
             plan = {"min_replicas": p.min_replicas, "max_replicas": p.max_replicas,

@@ -20,7 +20,12 @@ class TrainingParams(BaseModel):
       forecast's quantile over the week)``;
     * GPUs per day = ``ceil(headroom * max of the daily forecast's quantile over
       the day)``; what exceeds the reservation is bought for the day, a
-      ``spot_fraction`` of it on spot and the rest on-demand.
+      ``spot_fraction`` of it on spot and the rest on-demand;
+    * on-demand GPUs per hour (the reactive layer, lead time one hour) =
+      ``max(0, ceil(topup_headroom * max of the forecast's topup_quantile over
+      the hour) - reserved - daily GPUs)``, from the latest forecast issued
+      before the hour; ``topup_quantile = "none"`` disables the layer (the
+      policy of the seeds' lead times: week and day only).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +34,8 @@ class TrainingParams(BaseModel):
     quantile: QuantileName = "p90"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
+    topup_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
+    topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
 
 
 class InferenceParams(BaseModel):
@@ -55,7 +62,12 @@ class InferenceParams(BaseModel):
 
 
 class Metrics(BaseModel):
-    """Replay outcome on one window (see :mod:`optimizer.replay`)."""
+    """Replay outcome on one window (see :mod:`optimizer.replay`).
+
+    ``daily_coverage``: coverage of each whole or partial day of the window,
+    counted from its first step (what the search's ``daily`` objective
+    penalises); kept out of ``model_dump`` and so out of every export.
+    """
 
     cost_usd: float
     coverage: float
@@ -63,6 +75,7 @@ class Metrics(BaseModel):
     unmet: float
     scale_events: int = 0
     p95_utilization: float = 0.0
+    daily_coverage: list[float] | None = Field(default=None, exclude=True, repr=False)
 
 
 class SeriesPlan(BaseModel):
@@ -70,7 +83,8 @@ class SeriesPlan(BaseModel):
 
     ``plan`` holds the capacity for each lead time: for training pools
     ``reserved_gpus`` (weekly), ``on_demand_gpus`` and ``spot_gpus`` (next
-    day), ``capability_gpus``; for inference ``min_replicas``/``max_replicas``
+    day), ``on_demand_hourly_gpus`` (next hour's top-up, when the policy has
+    one), ``capability_gpus``; for inference ``min_replicas``/``max_replicas``
     and ``prescale`` windows ``[{start, end, desired_replicas}]`` (UTC ISO)
     derived from forecast peaks.
     """

@@ -5,6 +5,10 @@ Training pools (:func:`replay_training`, vectorised with numpy)
       the week;
     * on-demand and spot GPUs are bought per day, from the daily forecast issued
       before the day;
+    * optionally, on-demand GPUs are topped up per hour (the reactive layer),
+      from the latest forecast issued before the hour, up to
+      ``topup_headroom x`` its quantile's max over the hour; they are paid at
+      the on-demand price for the hour and every change counts as a scale event;
     * spot interruptions arrive at ``interruption_rate`` per spot GPU-hour
       (Poisson, drawn from a seeded stream shared by every policy — common
       random numbers); each one loses one GPU for ``recovery_s`` (the seeds:
@@ -22,7 +26,8 @@ Inference services (:func:`replay_inference`)
     * every replica, ready or starting, is paid at the on-demand price.
 
 Metrics (DESIGN.md vocabulary), over intervals with known demand:
-coverage = share of intervals with provisioned >= demand; idle ratio =
+coverage = share of intervals with provisioned >= demand (also per day of the
+window, ``daily_coverage``); idle ratio =
 sum(max(provisioned - demand, 0)) / sum(provisioned); unmet = sum(max(demand -
 provisioned, 0)) * step hours; p95 utilisation = 95th percentile of
 demand / provisioned.
@@ -50,10 +55,10 @@ class ReplayInput:
     """Demand and forecast lookups for one series on one window.
 
     ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
-    ``step_s``: grid step in seconds. For training, ``week_mean[q]`` and
-    ``day_max[q]`` give per time step the decision inputs built from forecasts
-    issued before the week/day; ``week_id``/``day_id`` number the decision
-    periods. For inference, ``hourly_fc[q]`` is ``(n_origins, 12)`` with
+    ``step_s``: grid step in seconds. For training, ``week_mean[q]``,
+    ``day_max[q]`` and ``hour_max[q]`` give per time step the decision inputs
+    built from forecasts issued before the week/day/hour;
+    ``week_id``/``day_id`` number the decision periods. For inference, ``hourly_fc[q]`` is ``(n_origins, 12)`` with
     ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
     ``hourly_offset[t]`` the steps from that origin to ``t``.
     """
@@ -65,6 +70,7 @@ class ReplayInput:
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
+    hour_max: dict[str, np.ndarray] = field(default_factory=dict)
     week_id: np.ndarray | None = None
     day_id: np.ndarray | None = None
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
@@ -114,6 +120,8 @@ def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, ev
         return Metrics(cost_usd=float(cost), coverage=float("nan"), idle_ratio=float("nan"), unmet=0.0,
                        scale_events=events)
     covered = c >= d - 1e-9
+    day = np.flatnonzero(ok) // max(1, int(round(24 / step_h)))  # day of the window of each known step
+    daily = np.bincount(day, weights=covered) / np.bincount(day)
     idle = np.maximum(c - d, 0).sum() / c.sum() if c.sum() > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(c > 0, d / c, np.where(d > 0, np.inf, 0.0))
@@ -124,6 +132,7 @@ def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, ev
         unmet=float(np.maximum(d - c, 0).sum() * step_h),
         scale_events=int(events),
         p95_utilization=float(np.quantile(np.minimum(util, 10.0), 0.95)),
+        daily_coverage=[float(x) for x in daily[np.isfinite(daily)]],
     )
 
 
@@ -132,9 +141,10 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     """Replay a training pool's reservation policy (vectorised).
 
     Returns ``(metrics, series)`` where ``series`` holds the per-step arrays
-    ``reserved``, ``on_demand``, ``spot``, ``lost``, ``provisioned`` (GPUs).
-    Steps with no forecast available fall back to the last observed demand
-    before the window (a stated fallback of the caller).
+    ``reserved``, ``on_demand``, ``spot``, ``on_demand_hourly``, ``lost``,
+    ``provisioned`` (GPUs). Steps with no weekly or daily forecast fall back to
+    the last observed demand before the window (a stated fallback of the
+    caller); hours with no forecast get no top-up.
     """
     wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
     dm = np.nan_to_num(inp.day_max[p.quantile], nan=_last(inp))
@@ -143,24 +153,39 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     flex = np.maximum(target - reserved, 0.0)
     spot = np.round(p.spot_fraction * flex)
     od = flex - spot
-    return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed)
+    hourly = None
+    if p.topup_quantile != "none":
+        hm = inp.hour_max.get(p.topup_quantile)
+        hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
+        hourly = np.maximum(np.ceil(p.topup_headroom * hm - 1e-9) - reserved - flex, 0.0)
+    return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
 
 
 def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spot: np.ndarray,
                      interruption_rate: float = 0.01, recovery_s: int = 1800, queue_unmet: bool = False,
-                     seed: int = 0) -> tuple[Metrics, dict]:
-    """Cost and service metrics of per-step reserved, on-demand and spot GPUs
-    (shared by the tuned policy and the baseline, so both are scored alike)."""
+                     seed: int = 0, od_hourly: np.ndarray | None = None) -> tuple[Metrics, dict]:
+    """Cost and service metrics of per-step reserved, on-demand (daily and
+    hourly) and spot GPUs (shared by the tuned policy and the baseline, so
+    both are scored alike).
+
+    Cost (USD) = sum over steps of (reserved x reserved price + (on-demand +
+    hourly on-demand) x on-demand price + spot x spot price) x step hours x
+    GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`).
+    Scale events count the changes of each layer separately: the weekly
+    reservation, the daily purchase (on-demand + spot) and the hourly top-up.
+    """
     step_h = inp.step_s / 3600.0
+    hourly = np.zeros_like(reserved, dtype=float) if od_hourly is None else od_hourly
     lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
-    cap = reserved + od + spot - lost
+    cap = reserved + od + spot + hourly - lost
     demand = inp.demand
     if queue_unmet:
         demand = _queue(demand, cap)
-    cost = float(((reserved * inp.price.reserved + od * inp.price.on_demand + spot * inp.price.spot)
+    cost = float(((reserved * inp.price.reserved + (od + hourly) * inp.price.on_demand + spot * inp.price.spot)
                   * step_h * inp.gpus_per_unit).sum())
-    events = int(np.count_nonzero(np.diff(reserved))) + int(np.count_nonzero(np.diff(od + spot)))
-    series = {"reserved": reserved, "on_demand": od, "spot": spot, "lost": lost, "provisioned": cap}
+    events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
+    series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
+              "provisioned": cap}
     return _metrics(demand, cap, cost, step_h, events), series
 
 

@@ -30,8 +30,10 @@ B = Metrics(cost_usd=1500.0, coverage=0.95, idle_ratio=0.35, unmet=9.5, scale_ev
 def training(sid="train/Team_A") -> SeriesPlan:
     return SeriesPlan(
         series_id=sid, kind="training", unit="gpu", gpu_model="A100-80GB", timezone="Asia/Shanghai",
-        params={"reservation_ratio": 0.8, "quantile": "p90", "headroom": 1.1, "spot_fraction": 0.4},
-        plan={"reserved_gpus": 24, "on_demand_gpus": 6, "spot_gpus": 4, "capability_gpus": 48, "deserved_gpus": 30,
+        params={"reservation_ratio": 0.8, "quantile": "p90", "headroom": 1.1, "spot_fraction": 0.4,
+                "topup_quantile": "p95", "topup_headroom": 1.2},
+        plan={"reserved_gpus": 24, "on_demand_gpus": 6, "spot_gpus": 4, "on_demand_hourly_gpus": 3,
+              "capability_gpus": 48, "deserved_gpus": 30,
               "quota_gpus": 64.0, "valid_from": "2026-11-29T14:00:00+00:00"},
         recommended=M, baseline=B, forecast_version="20261129T140000Z-s0", fallbacks=["daily: LSTM fell back"])
 
@@ -329,6 +331,12 @@ def test_policy_round_trip(tmp_path):
     tr = doc["spec"]["series"][0]
     assert tr["capacity"]["reserved"] == {"leadTime": "P7D", "gpus": 24}
     assert tr["capacity"]["spot"] == {"leadTime": "P1D", "gpus": 4}
+    assert tr["capacity"]["onDemandHourly"] == {"leadTime": "PT1H", "gpus": 3}
+    assert tr["params"]["topupQuantile"] == "p95" and tr["params"]["topupHeadroom"] == 1.2
+    assert "planExtra" not in tr  # the hourly layer is a first-class lead time, not an extra
+    bad = copy.deepcopy(doc)
+    bad["spec"]["series"][0]["capacity"]["onDemandHourly"] = {"leadTime": "PT1H", "gpus": -1}
+    assert rules(validate_object(bad, "policy.yaml")) == {"schema:dispatcherpolicy"}
     assert tr["expected"]["baseline"]["costUsd"] == 1500.0 and tr["forecastVersion"] == "20261129T140000Z-s0"
     inf = doc["spec"]["series"][1]
     assert inf["scaling"]["prescale"]["leadTime"] == "PT900S" and inf["params"]["targetUtilization"] == 0.65

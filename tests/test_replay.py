@@ -8,7 +8,7 @@ import pytest
 
 from forecasting.types import QCOLS
 from optimizer import baseline
-from optimizer.policy import InferenceParams, TrainingParams
+from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.prices import GpuPrice
 from optimizer.replay import (ReplayInput, account_training, period_lookup, replay_inference, replay_training,
                               spot_losses)
@@ -148,3 +148,162 @@ def test_search_is_reproducible_and_casts_types():
     assert a.best_params == b.best_params and a.best_objective == b.best_objective
     assert [t["objective"] for t in a.trials] == [t["objective"] for t in b.trials]
     assert a.best_objective == min(t["objective"] for t in a.trials)
+
+
+def _flat(i, week, day, hour=None):
+    for q in QCOLS:
+        i.week_mean[q] = np.full(len(i.times), float(week))
+        i.day_max[q] = np.full(len(i.times), float(day))
+        if hour is not None:
+            i.hour_max[q] = np.asarray(hour, float)
+    return i
+
+
+def test_hourly_topup_is_paid_on_demand_and_counted_as_scale_events():
+    # two hours: demand steps from 10 to 20 GPUs in the second hour; the hourly forecast sees it
+    i = _flat(inp([10.0] * 12 + [20.0] * 12), 8, 10, [9.0] * 12 + [19.0] * 12)
+    day_only = TrainingParams(reservation_ratio=1.0, quantile="p50", headroom=1.0)
+    m0, s0 = replay_training(i, day_only, 0.0)
+    assert m0.coverage == 0.5 and m0.cost_usd == pytest.approx(8 * 0.6 * 2 + 2 * 1.0 * 2)
+    assert (s0["on_demand_hourly"] == 0).all()
+    topped = day_only.model_copy(update={"topup_quantile": "p95", "topup_headroom": 1.1})
+    m1, s1 = replay_training(i, topped, 0.0)
+    # hour 2: ceil(1.1 * 19) = 21 GPUs wanted, 10 held by the week and day layers -> 11 on demand
+    assert list(s1["on_demand_hourly"][[0, 11, 12, 23]]) == [0, 0, 11, 11]
+    assert m1.coverage == 1.0
+    assert m1.cost_usd == pytest.approx(m0.cost_usd + 11 * 1.0 * 1.0)  # 11 GPUs for one hour at on-demand price
+    assert m1.scale_events == m0.scale_events + 1
+    assert m1.idle_ratio == pytest.approx((12 * 0 + 12 * 1) / (12 * 10 + 12 * 21))
+    # a top-up never sells back what the week and the day bought
+    i.hour_max = {q: np.full(24, 2.0) for q in QCOLS}
+    assert (replay_training(i, topped, 0.0)[1]["on_demand_hourly"] == 0).all()
+    # an hour without a forecast gets no top-up
+    i.hour_max = {q: np.full(24, np.nan) for q in QCOLS}
+    assert replay_training(i, topped, 0.0)[0].cost_usd == pytest.approx(m0.cost_usd)
+
+
+def test_training_replay_sees_only_forecasts_issued_before_each_hour_day_and_week():
+    """Change every forecast issued at or after T: no decision for a step before T may change."""
+    from capplan.config import CapplanConfig
+    from capplan.pipeline import Forecasts, Prepared, replay_input
+    from forecasting.types import SeriesMeta
+
+    sid = "train/x"
+    times = pd.date_range("2024-01-01", periods=3 * 288, freq="5min", tz="UTC")
+    rng = np.random.default_rng(0)
+    h5 = pd.DataFrame({"series_id": sid, "timestamp": times, "value": rng.integers(0, 30, len(times)).astype(float)})
+    start, end = times[288], times[-1]
+    rows = []
+    for k, o in enumerate(pd.date_range(times[0] + pd.Timedelta("4h"), end, freq="4h") - pd.Timedelta("5min")):
+        ts = pd.date_range(o + pd.Timedelta("5min"), periods=288, freq="5min")
+        base_v = 10.0 + 3 * np.sin(np.arange(288) / 20 + k)
+        rows.append(pd.DataFrame({"series_id": sid, "tier": "combined", "issued_at": o, "timestamp": ts,
+                                  **{q: base_v * (1 + 0.2 * j) for j, q in enumerate(QCOLS)}}))
+    comb = pd.concat(rows, ignore_index=True)
+    T = times[288 + 150]  # mid-day, not on an hour boundary
+    leak = comb.copy()
+    leak.loc[leak["issued_at"] >= T, list(QCOLS)] *= 10
+
+    def replay(c):
+        prep = Prepared(h5=h5, h1=h5.iloc[:0], meta={sid: SeriesMeta(kind="training")}, windows={}, report=None)
+        fc = Forecasts(rolling={"combined": c}, final=c.iloc[:0], final_tiers={}, fallbacks={}, warnings={})
+        i, _ = replay_input(prep, fc, sid, start, end, CapplanConfig())
+        p = TrainingParams(reservation_ratio=0.5, quantile="p90", headroom=1.0, spot_fraction=0.3,
+                           topup_quantile="p95", topup_headroom=1.2)
+        return i, replay_training(i, p, 0.0)[1]
+
+    ia, a = replay(comb)
+    ib, b = replay(leak)
+    before = ia.times < T
+    assert (a["on_demand_hourly"] > 0).any()
+    for k in ("reserved", "on_demand", "spot", "on_demand_hourly", "provisioned"):
+        assert np.array_equal(a[k][before], b[k][before]), k
+    # ... and the changed forecasts do reach the hours after T (the test can fail)
+    assert not np.array_equal(a["on_demand_hourly"][~before], b["on_demand_hourly"][~before])
+    hour_of_t = ia.times.floor("1h") == T.floor("1h")
+    assert np.array_equal(ia.hour_max["p95"][hour_of_t], ib.hour_max["p95"][hour_of_t])  # decided before T
+
+
+def test_tied_policies_resolve_to_the_safest_cheapest_deterministically():
+    from optimizer.search import pick_best
+
+    space = training_space()
+    flat = Metrics(cost_usd=0.0, coverage=1.0, idle_ratio=0.0, unmet=0.0)
+
+    def pt(**kw):
+        p = TrainingParams(reservation_ratio=0.0, **kw)
+        return (0.0, flat, p)
+
+    points = {("a",): pt(quantile="p50"), ("b",): pt(quantile="p99", topup_quantile="p90"),
+              ("c",): pt(quantile="p99", topup_quantile="p50"), ("d",): pt(quantile="p95", topup_quantile="p90")}
+    assert pick_best(points, space) == (("b",), 4)
+    # a strictly lower objective wins over safety; equal objectives prefer higher coverage, then lower cost
+    points[("e",)] = (-1.0, flat, TrainingParams(reservation_ratio=0.0))
+    assert pick_best(points, space) == (("e",), 1)
+    lo_cov = Metrics(cost_usd=0.5, coverage=0.9, idle_ratio=0.0, unmet=1.0)
+    hi_cov = Metrics(cost_usd=0.7, coverage=0.95, idle_ratio=0.0, unmet=0.0)
+    pts = {("x",): (1.0, lo_cov, TrainingParams(reservation_ratio=1.0, topup_quantile="p99")),
+           ("y",): (1.0, hi_cov, TrainingParams(reservation_ratio=1.0))}
+    assert pick_best(pts, space) == (("y",), 2)
+
+    # an objective that cannot tell policies apart (an all-zero tuning window) gives a reproducible choice
+    def ev(p):
+        return flat
+
+    a = run_search(ev, space, 8, 1, 0.95, 1.0)
+    b = run_search(ev, space, 8, 1, 0.95, 1.0)
+    assert a.best_params == b.best_params and a.n_tied == 8
+    ranks = {"none": 0, "p50": 1, "p90": 2, "p95": 3, "p99": 4}
+    tq = max(ranks[t["params"]["topup_quantile"]] for t in a.trials)
+    assert ranks[a.best_params.topup_quantile] == tq
+
+
+def test_daily_coverage_objective_punishes_misses_bunched_on_one_day():
+    from optimizer.search import coverage_shortfall, objective_value
+
+    # two days of 10 GPUs held; demand exceeds it for 6 hours of the second day only
+    d = np.full(576, 8.0)
+    d[288 + 100:288 + 172] = 12.0
+    i = inp(d)
+    m, _ = account_training(i, np.full(576, 10.0), np.zeros(576), np.zeros(576), interruption_rate=0.0)
+    assert m.daily_coverage == [1.0, pytest.approx(216 / 288)]
+    assert m.coverage == pytest.approx(1 - 72 / 576)
+    assert "daily_coverage" not in m.model_dump()  # never exported
+    assert coverage_shortfall(m, 0.95) == pytest.approx(0.95 - m.coverage)
+    assert coverage_shortfall(m, 0.95, "daily") == pytest.approx((0 + (0.95 - 0.75)) / 2)
+    assert objective_value(m, 0.95, 100.0, 0.5, "daily") > objective_value(m, 0.95, 100.0, 0.5, "window")
+    even = m.model_copy(update={"daily_coverage": [m.coverage, m.coverage]})  # same misses, spread out
+    assert coverage_shortfall(even, 0.95, "daily") == pytest.approx(coverage_shortfall(m, 0.95))
+    with pytest.raises(ValueError):
+        coverage_shortfall(m, 0.95, "weekly")
+
+
+def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
+    from capplan.pipeline import SearchTask, search_one
+
+    def zero_inp(demand):
+        return _flat(inp(demand), 0.0, 0.0, np.zeros(len(demand)))
+
+    tune = zero_inp(np.zeros(2016))
+    evalw = zero_inp(np.r_[np.zeros(1000), np.full(1016, 3.0)])
+    task = SearchTask("train/idle", "training", tune, evalw, {"n_calls": 6, "random_search": False}, 0, [])
+    a, b = search_one(task), search_one(task)
+    assert a.params == b.params
+    assert a.params["topup_quantile"] != "none"  # the safest of the tied policies reacts each hour
+    assert any(n.startswith("tuning: 6 policies scored the same objective") for n in a.notes)
+
+
+def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():
+    from optimizer.search import TRAINING_ANCHORS
+
+    def ev(p):
+        return Metrics(cost_usd=p.reservation_ratio + p.headroom, coverage=1.0, idle_ratio=0.0, unmet=0.0)
+
+    for method in ("gp", "random"):
+        r = run_search(ev, training_space(), 9, 2, 0.95, 1.0, method=method)
+        assert len(r.trials) == 9  # the anchor counts against n_calls
+        assert r.trials[0]["params"] == TrainingParams(**TRAINING_ANCHORS[0]).model_dump()
+    # an anchor outside the configured bounds is clipped into them, one whose label is excluded is skipped
+    sp = training_space({"headroom": (1.2, 1.8)})
+    assert sp.to_params(sp.anchor_points()[0]).headroom == 1.2
+    assert training_space({"topup_quantile": ["none", "p50"]}).anchor_points() == []

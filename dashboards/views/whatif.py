@@ -43,6 +43,10 @@ with left:
                                        0.05, key=f"wi_{k}_headroom")
         params["spot_fraction"] = st.slider("Spot fraction of the flexible part", 0.0, 1.0,
                                             float(rec.get("spot_fraction", 0.0)), 0.05, key=f"wi_{k}_spot")
+        params["topup_quantile"] = st.select_slider("Hourly on-demand top-up quantile", ["none", *QUANTILES],
+                                                    value=rec.get("topup_quantile", "none"), key=f"wi_{k}_tq")
+        params["topup_headroom"] = st.slider("Hourly top-up headroom (× hourly forecast)", 0.5, 3.0,
+                                             float(rec.get("topup_headroom", 1.0)), 0.05, key=f"wi_{k}_th")
     else:
         params["target_utilization"] = st.slider("HPA target utilisation", 0.10, 1.0,
                                                  float(rec["target_utilization"]), 0.01, key=f"wi_{k}_target")

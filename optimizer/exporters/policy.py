@@ -6,7 +6,10 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
 
 * ``capacity`` (training): the plan for each lead time —
   ``reserved`` (lead ``P7D``, bought weekly), ``onDemand`` and ``spot``
-  (lead ``P1D``, bought daily), plus ``capabilityGpus``, ``deservedGpus``,
+  (lead ``P1D``, bought daily), ``onDemandHourly`` (lead ``PT1H``: the next
+  hour's on-demand top-up, present when the policy has an hourly layer; the
+  dispatcher recomputes it each hour from ``params.topupQuantile`` and
+  ``params.topupHeadroom``), plus ``capabilityGpus``, ``deservedGpus``,
   ``quotaGpus`` (GPU counts);
 * ``scaling`` (inference): ``minReplicas``, ``maxReplicas``,
   ``targetUtilization`` (**ratio** 0–1), ``prescale`` windows
@@ -35,8 +38,9 @@ from optimizer.policy import Metrics, SeriesPlan
 API_VERSION = "capplan.io/v1alpha1"
 KIND = "DispatcherPolicy"
 PATH = "policy.yaml"
-LEAD = {"reserved": "P7D", "onDemand": "P1D", "spot": "P1D"}
-_TRAIN_KEYS = {"reserved_gpus": "reserved", "on_demand_gpus": "onDemand", "spot_gpus": "spot"}
+LEAD = {"reserved": "P7D", "onDemand": "P1D", "spot": "P1D", "onDemandHourly": "PT1H"}
+_TRAIN_KEYS = {"reserved_gpus": "reserved", "on_demand_gpus": "onDemand", "spot_gpus": "spot",
+               "on_demand_hourly_gpus": "onDemandHourly"}
 _TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGpus", "quota_gpus": "quotaGpus"}
 _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization"}
 
