@@ -192,13 +192,13 @@ def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict
 
 def record_ingest(config_path, logical_date, results: list[dict] | None, expected: list[str]) -> dict:
     """Write ``ingest/<ld>.json``: which series were refreshed and which failed."""
-    from capplan import atomic
+    from capplan import atomic, jsonout
 
     cfg = _cfg(config_path)
     ok = sorted({r["series_id"] for r in (results or []) if r})
     doc = {"logical_date": ld_key(logical_date), "ok": ok, "missing": sorted(set(expected) - set(ok)),
            "results": [r for r in (results or []) if r]}
-    atomic.write_text(_store(cfg).root / "ingest" / f"{doc['logical_date']}.json", json.dumps(doc, indent=2) + "\n")
+    atomic.write_text(_store(cfg).root / "ingest" / f"{doc['logical_date']}.json", jsonout.dumps(doc, indent=2) + "\n")
     return doc
 
 
@@ -222,7 +222,7 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
 
     Raises InputError when the series is not in the store (its ingest failed).
     """
-    from capplan import atomic
+    from capplan import atomic, jsonout
     from capplan import pipeline as pl
     from capplan.store import series_key
 
@@ -253,7 +253,7 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
            "backtest_rows": int(len(rolling)),
            "fallbacks": ([fb[series_id]] if series_id in fb else []) + prep.notes.get(series_id, []),
            "warnings": warns.get(series_id, [])[:10], "versions": pl.versions()}
-    atomic.write_text(d / f"{key}.json", json.dumps(doc, indent=2) + "\n")
+    atomic.write_text(d / f"{key}.json", jsonout.dumps(doc, indent=2) + "\n")
     return {"series_id": series_id, "tier": tier, "rows": doc["rows"], "issued_at": doc["issued_at"]}
 
 
@@ -264,7 +264,7 @@ def record_forecasts(config_path, tier: str, logical_date, results: list[dict] |
     Files of a series whose task did not succeed in this run are removed, so the
     folder holds exactly the manifest's set.
     """
-    from capplan import atomic
+    from capplan import atomic, jsonout
     from capplan.store import series_key
 
     cfg = _cfg(config_path)
@@ -280,7 +280,7 @@ def record_forecasts(config_path, tier: str, logical_date, results: list[dict] |
             p.unlink()
     doc = {"tier": tier, "logical_date": key, "ok": ok, "missing": sorted(set(expected) - set(ok)),
            "written_at": dt.datetime.now(dt.timezone.utc).isoformat()}
-    atomic.write_text(d / "_manifest.json", json.dumps(doc, indent=2) + "\n")
+    atomic.write_text(d / "_manifest.json", jsonout.dumps(doc, indent=2) + "\n")
     atomic.write_text(d.parent / "LATEST", key + "\n")
     return doc
 

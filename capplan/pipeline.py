@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from capplan import atomic
+from capplan import atomic, jsonout
 from capplan.config import CapplanConfig
 from capplan.errors import InputError
 from capplan.sources import LoadedHistory, load_source
@@ -178,7 +178,7 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
     upper = _upper(prep.h5)
     progress("forecast", f"rolling origins: {name}")
     f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts)
-    res = TierResult(name, _sanitise(f, upper), None, dict(fb), dict(wr))
+    res = TierResult(name, _sanitise_rolling(f, prep.h5), None, dict(fb), dict(wr))
     if not final:
         return res
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
@@ -234,13 +234,18 @@ def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress:
             return np.asarray(pd.DatetimeIndex(ts) > last - combine.LOOKBACK)
 
         c, n_choices = combine.combine_online(per, actuals[sid], sid)
-        comb.append(_sanitise(combine.calibrate_online(c, actuals[sid]), upper))
+        levels: dict[str, list[float]] = {}
+        comb.append(_sanitise_rolling(combine.calibrate_online(c, actuals[sid], levels_out=levels), actuals[sid]))
         final_spec = combine.learn_combination(per, actuals[sid], recent)
-        final_off = combine.learn_calibration(c, actuals[sid], recent)
+        # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
+        final_off = combine.learn_calibration(combine.apply_combination(per, final_spec, sid), actuals[sid], recent,
+                                              levels=levels)
+        choices = ", ".join(f"{b} {k}" for b, k in n_choices.items())
         combos[sid] = {"rolling": {"combination": f"re-chosen daily from the trailing {combine.LOOKBACK.days} days "
-                                                  f"({n_choices} daily choices per band)",
-                                   "calibration": f"online split conformal, trailing {combine.CAL_WINDOW.days} days"},
-                       "final": {"combination": final_spec, "calibration": final_off}}
+                                                  f"(daily choices: {choices})",
+                                   "calibration": f"online adaptive split conformal, trailing "
+                                                  f"{combine.CAL_WINDOW.days} days"},
+                       "final": {"combination": final_spec, "calibration": final_off, "levels": levels}}
         per_final = {n: results[n].final[results[n].final["series_id"] == sid] for n in ROLLING_MODELS}
         c = combine.apply_combination(per_final, final_spec, sid)
         c = combine.apply_calibration(c, final_off)
@@ -343,6 +348,22 @@ def _upper(h5: pd.DataFrame) -> dict[str, float]:
     mx = h5.groupby("series_id")["value"].max().fillna(0.0)
     # an all-zero history gives an all-zero forecast: nothing in it supports any demand
     return {sid: float(max(v * UPPER_FACTOR, 1.0)) if v > 0 else 0.0 for sid, v in mx.items()}
+
+
+def _sanitise_rolling(f: pd.DataFrame, h5: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_sanitise` for rolling forecasts, with each row's bound from the history
+    known at its origin (``UPPER_FACTOR`` x the max up to ``issued_at``; 0 while that
+    history is all zero), so no bound leaks the future into a backtest."""
+    if f.empty:
+        return f
+    parts = []
+    for sid, g in f.groupby("series_id", sort=False):
+        h = h5[h5["series_id"] == sid]
+        run = pd.Series(h["value"].fillna(0.0).cummax().to_numpy(), index=pd.DatetimeIndex(h["timestamp"]))
+        known = run.reindex(pd.DatetimeIndex(g["issued_at"]), method="ffill").fillna(0.0).to_numpy()
+        bound = np.where(known > 0, np.maximum(known * UPPER_FACTOR, 1.0), 0.0)
+        parts.append(sanitise_quantiles(g, bound))
+    return pd.concat(parts, ignore_index=True)
 
 
 def _sanitise(f: pd.DataFrame, upper: dict[str, float]) -> pd.DataFrame:
@@ -664,7 +685,7 @@ def export_stage(out: Path, report: dict, plans: list[SeriesPlan], fc: Forecasts
                                                                                          index=False)
         pd.concat(list(fc.rolling.values()), ignore_index=True).to_parquet(tmp / "backtest.parquet", index=False)
         prep.h5.to_parquet(tmp / "history.parquet", index=False)
-        (tmp / "report.json").write_text(json.dumps(report, indent=2, default=_json_default) + "\n")
+        (tmp / "report.json").write_text(jsonout.dumps(report, indent=2) + "\n")
         names = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     if store is not None:
         import shutil
@@ -673,16 +694,6 @@ def export_stage(out: Path, report: dict, plans: list[SeriesPlan], fc: Forecasts
             shutil.copytree(out, tmp, dirs_exist_ok=True)
         store.mark_latest(run_id)
     return names
-
-
-def _json_default(o):
-    if isinstance(o, (pd.Timestamp, dt.datetime)):
-        return o.isoformat()
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    return str(o)
 
 
 def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | None = None, seed: int = 0,

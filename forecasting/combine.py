@@ -19,20 +19,22 @@ Combination (per series, lead bucket and quantile level)
     * the equal blend of all candidates.
 
     The lowest loss wins, but only if a one-sided Diebold-Mariano test on
-    per-issue-day mean losses says it beats ``naive`` (last value) at level
+    per-issue-day (or, for leads past a day, per-block) mean losses says it
+    beats ``naive`` (last value) at level
     :data:`ALPHA` (5 %); otherwise naive is kept (:func:`_beats`). Two weeks
     of step-shaped demand are a small sample: in the sample's backtests,
     blends that won the fitting rows by a few percent lost to persistence the
     week after, most of all at the 7-day band, where a week holds only seven
     origins (Timmermann 2006, "Forecast combinations", on the estimation
     error of combination weights and inverse-loss weights; Lichtendahl et al.
-    2013 for averaging quantiles level by level). The caller sorts the levels afterwards, so combined
-    quantiles never cross (Chernozhukov et al. 2010).
+    2013 for averaging quantiles level by level). The caller then raises each level to at least the one
+    below it (:func:`forecasting.types.sanitise_quantiles`), so combined
+    quantiles never cross and ``p50`` is never moved.
 
 Online choice, no look-ahead (:func:`combine_online`)
-    For origins issued on UTC day ``D`` the choice is made at ``D 00:00`` from
-    the rows whose target was already observed then, within a trailing
-    ``lookback`` (14 days): a model's recent record counts, and a change of
+    For the origins issued on UTC day ``D`` the choice is made at the first
+    of them from the rows whose target was already observed then, within a
+    trailing ``lookback`` (14 days): a model's recent record counts, and a change of
     regime moves the choice within a day. The plan forecast uses the choice
     made at the last observation (:func:`learn_combination` on the trailing
     ``lookback``).
@@ -134,8 +136,8 @@ def _pin(y: np.ndarray, f: np.ndarray, q: float) -> float:
     return float(np.mean(np.maximum(q * e, (q - 1.0) * e)))
 
 
-def _choose(preds: dict[str, np.ndarray], y: np.ndarray, q: float, groups: np.ndarray | None = None
-            ) -> tuple[str, dict[str, float], float]:
+def _choose(preds: dict[str, np.ndarray], y: np.ndarray, q: float, groups: np.ndarray | None = None,
+            block: int = 1) -> tuple[str, dict[str, float], float]:
     """The option with the lowest pinball loss at level ``q`` (module docstring).
 
     ``preds``: model -> forecasts of level ``q`` on the fitting rows; ``y``: actuals.
@@ -158,22 +160,31 @@ def _choose(preds: dict[str, np.ndarray], y: np.ndarray, q: float, groups: np.nd
         if best is None or val < best[2] - 1e-12:
             best = (label, _normalised(wt), val)
     if DEFAULT in loss and best[0] != DEFAULT and groups is not None \
-            and not _beats(y, preds[DEFAULT], _blend_arr(preds, best[1]), q, groups):
+            and not _beats(y, preds[DEFAULT], _blend_arr(preds, best[1]), q, groups, block):
         return DEFAULT, {DEFAULT: 1.0}, loss[DEFAULT]
     return best
 
 
-def _beats(y: np.ndarray, f_default: np.ndarray, f_best: np.ndarray, q: float, groups: np.ndarray) -> bool:
+def _beats(y: np.ndarray, f_default: np.ndarray, f_best: np.ndarray, q: float, groups: np.ndarray,
+           block: int = 1) -> bool:
     """One-sided Diebold-Mariano test (Diebold & Mariano 1995) that ``f_best`` has a lower
-    pinball loss than ``f_default``, on per-group mean losses (groups = issue days, so the
-    overlapping leads of one origin count once): true when the t statistic of the mean loss
-    difference exceeds the ``1 - ALPHA`` quantile of Student's t with ``n - 1`` degrees of
-    freedom (the small-sample form of Harvey, Leybourne & Newbold 1997)."""
+    pinball loss at level ``q`` than ``f_default``.
+
+    ``groups`` are issue days (ns since the epoch, midnight UTC). The loss
+    differences are averaged per block of ``block`` consecutive days: a day's
+    forecasts reach up to ``block`` days ahead, so blocks that long barely share
+    targets and their means are close to independent (a Newey-West variance
+    with so few blocks is unreliable, and was too lenient on this data). The
+    mean of the block means is tested with Student's t with ``n - 1`` degrees
+    of freedom at level :data:`ALPHA` (the small-sample form Harvey, Leybourne
+    & Newbold 1997 recommend). Fewer than 3 blocks: not significant.
+    """
     from scipy.stats import t as student_t
 
     e0, e1 = y - f_default, y - f_best
     d = np.maximum(q * e0, (q - 1.0) * e0) - np.maximum(q * e1, (q - 1.0) * e1)
-    _, inv = np.unique(groups, return_inverse=True)
+    day = (np.asarray(groups, dtype="int64") // pd.Timedelta("1D").value).astype("int64")
+    _, inv = np.unique((day - day.min()) // max(block, 1), return_inverse=True)
     per = np.bincount(inv, weights=d) / np.bincount(inv)
     n = len(per)
     if n < 3:
@@ -202,9 +213,11 @@ def _learn_band(wide: pd.DataFrame, names: list[str], band: str, y: np.ndarray, 
     choice is :data:`DEFAULT` (naive), else the band's own tier: no evidence, no
     departure from persistence."""
     groups = pd.DatetimeIndex(wide.index.get_level_values(0)).floor("1D").as_unit("ns").asi8
+    finite = np.isfinite(wide[[f"{n}:{q}" for n in names for q in QCOLS]].to_numpy()).all(axis=1)
+    fit = fit & finite
     spec: dict[str, dict] = {}
     band_rows = fit & (bucket >= 0)
-    for b, (label, bband, _, _) in enumerate(BUCKETS):
+    for b, (label, bband, _, hi) in enumerate(BUCKETS):
         if bband != band:
             continue
         rows = fit & (bucket == b)
@@ -216,9 +229,10 @@ def _learn_band(wide: pd.DataFrame, names: list[str], band: str, y: np.ndarray, 
                            for q in QCOLS}
             continue
         spec[label] = {}
+        block = max(1, math.ceil(hi / pd.Timedelta("1D")))  # days a day's forecasts reach ahead
         for q, level in zip(QCOLS, QUANTILES):
             preds = {n: wide[f"{n}:{q}"].to_numpy()[rows] for n in names}
-            choice, weights, loss = _choose(preds, y[rows], level, groups[rows])
+            choice, weights, loss = _choose(preds, y[rows], level, groups[rows], block)
             spec[label][q] = {"choice": choice, "weights": weights, "pinball": loss, "n": int(rows.sum())}
     return spec
 
@@ -253,6 +267,8 @@ def _finish(parts: list[pd.DataFrame], series_id: str) -> pd.DataFrame:
 
 
 def _band_inputs(frames, band, actual):
+    if not actual.index.is_unique:
+        raise ValueError("actual: duplicate timestamps; regularise the series first (forecasting.regularise)")
     wide, names = _aligned(frames, band)
     if wide.empty:
         return None
@@ -263,7 +279,8 @@ def _band_inputs(frames, band, actual):
 
 
 def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, fit_mask=None) -> dict[str, dict]:
-    """Choose, per band, lead bucket and quantile, the option with the lowest pinball loss.
+    """Choose, per band, lead bucket and quantile, the option with the lowest pinball loss,
+    kept only if it significantly beats naive (module docstring, :func:`_beats`).
 
     Parameters
     ----------
@@ -291,27 +308,44 @@ def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, fit_ma
 def apply_combination(frames: dict[str, pd.DataFrame], spec: dict[str, dict], series_id: str) -> pd.DataFrame:
     """Combined forecast frame (``tier = "combined"``) for every (origin, target)
     of a band that :func:`learn_combination` specified, where its candidates all
-    have a forecast."""
+    have a forecast. A chosen model with no forecast in ``frames`` is dropped from
+    its blend (weights renormalised), and a choice left empty falls back to naive."""
     parts = []
     for band, bspec in spec.items():
-        used = {n for qs in bspec.values() for s in qs.values() for n in s["weights"]}
+        used = {n for qs in bspec.values() for s in qs.values() for n in s["weights"]} | {DEFAULT}
         got = _band_inputs({n: f for n, f in frames.items() if n in used}, band,
                            pd.Series(dtype="float64", index=pd.DatetimeIndex([], tz="UTC")))
         if got is None:
             continue
-        wide, _, _, _, _, bucket = got
+        wide, names, _, _, _, bucket = got
         vals = np.full((len(wide), len(QCOLS)), np.nan)
-        _apply_band(wide, bucket, bspec, np.ones(len(wide), bool), vals)
+        _apply_band(wide, bucket, _available(bspec, names), np.ones(len(wide), bool), vals)
         parts.append(_band_frame(wide, vals, np.isfinite(vals).all(axis=1)))
     return _finish(parts, series_id)
+
+
+def _available(bspec: dict[str, dict], names: list[str]) -> dict[str, dict]:
+    """``bspec`` with each choice restricted to the models in ``names`` (weights
+    renormalised); a choice with none of them left falls back to naive, else the
+    first model."""
+    out = {}
+    for label, qs in bspec.items():
+        out[label] = {}
+        for q, sp in qs.items():
+            w = {n: v for n, v in sp["weights"].items() if n in names}
+            if not w:
+                w = {next((n for n in (DEFAULT, *names) if n in names)): 1.0}
+            out[label][q] = {**sp, "weights": _normalised(w)}
+    return out
 
 
 def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id: str,
                    lookback: pd.Timedelta = LOOKBACK) -> tuple[pd.DataFrame, dict[str, int]]:
     """Rolling combination with no look-ahead (module docstring).
 
-    Origins issued on UTC day ``D`` use the choice learned at ``D 00:00`` from
-    rows with ``D - lookback < timestamp <= D 00:00`` and an observed actual.
+    Origins issued on UTC day ``D`` use the choice learned at the first of
+    them, ``o1``, from rows with ``o1 - lookback < timestamp <= o1`` and an
+    observed actual.
     Returns ``(combined frame, {band: number of daily choices})``.
     """
     parts, counts = [], {}
@@ -324,10 +358,13 @@ def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id
         day = iss.floor("1D")
         observed = np.isfinite(y)
         t8 = ts.as_unit("ns").asi8
+        i8 = iss.as_unit("ns").asi8
         for d in day.unique():
-            fit = observed & (t8 <= d.value) & (t8 > (d - lookback).value)
+            today = np.asarray(day == d)
+            at = int(i8[today].min())  # the first origin of the day: what is known when it is issued
+            fit = observed & (t8 <= at) & (t8 > at - lookback.value)
             spec = _learn_band(wide, names, band, y, bucket, fit)
-            _apply_band(wide, bucket, spec, np.asarray(day == d), vals)
+            _apply_band(wide, bucket, spec, today, vals)
         counts[band] = len(day.unique())
         parts.append(_band_frame(wide, vals, np.isfinite(vals).all(axis=1)))
     return _finish(parts, series_id), counts
@@ -343,11 +380,14 @@ def _offsets(resid: np.ndarray, levels=QUANTILES) -> list[float]:
 
 
 def learn_calibration(combined: pd.DataFrame, actual: pd.Series, fit_mask=None,
-                      min_n: int = MIN_ROWS) -> dict[str, list[float]]:
+                      min_n: int = MIN_ROWS, levels: dict[str, list[float]] | None = None) -> dict[str, list[float]]:
     """Split-conformal offsets per lead bucket and quantile (module docstring).
 
-    Returns ``{bucket_label: [c_p50, c_p90, c_p95, c_p99]}`` (same unit as the
-    forecast); buckets with fewer than ``min_n`` observed rows are left out.
+    ``levels``: per bucket label, the target level of each quantile (e.g. the
+    adaptive levels :func:`calibrate_online` ended with); default the nominal
+    quantiles. Returns ``{bucket_label: [c_p50, c_p90, c_p95, c_p99]}`` (same
+    unit as the forecast); buckets with fewer than ``min_n`` observed rows are
+    left out.
     """
     out = {}
     if combined.empty:
@@ -360,7 +400,7 @@ def learn_calibration(combined: pd.DataFrame, actual: pd.Series, fit_mask=None,
     for b, (label, _, _, _) in enumerate(BUCKETS):
         m = mask & (bucket == b)
         if m.sum() >= min_n:
-            out[label] = _offsets(resid[m])
+            out[label] = _offsets(resid[m], (levels or {}).get(label, QUANTILES))
     return out
 
 
@@ -379,7 +419,8 @@ def apply_calibration(combined: pd.DataFrame, offsets: dict[str, list[float]]) -
 
 
 def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = CAL_WINDOW,
-                     min_n: int = MIN_ROWS, gamma: float = ACI_GAMMA) -> pd.DataFrame:
+                     min_n: int = MIN_ROWS, gamma: float = ACI_GAMMA,
+                     levels_out: dict[str, list[float]] | None = None) -> pd.DataFrame:
     """Rolling split-conformal calibration with no look-ahead.
 
     For each origin ``o`` and lead bucket, the offsets come from the rows of
@@ -395,7 +436,9 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
     empirical quantile of the errors, and one over-covering for a lower one.
     ``gamma = 0.02`` per origin was chosen from {0.01, 0.02, 0.05} on the
     embedded sample's backtests (``gamma = 0`` is plain sliding-window
-    split conformal).
+    split conformal). With ``levels_out`` (a dict), each bucket's levels after
+    every realised row are stored there (``{bucket_label: [level per
+    quantile]}``) for :func:`learn_calibration` to carry into the plan forecast.
     """
     if combined.empty:
         return combined
@@ -428,6 +471,11 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
                 continue
             target = rows[i8[rows] == o]
             out[target] += np.asarray(_offsets(resid[lo:hi], 1.0 - miss))
+        if levels_out is not None:
+            if gamma and done < len(obs):
+                rest = obs[done:]
+                miss = miss + gamma * ((1.0 - np.asarray(QUANTILES)) - (y[rest, None] > out[rest]).mean(axis=0))
+            levels_out[BUCKETS[b][0]] = [float(v) for v in 1.0 - miss]
     res = f.copy()
     res[list(QCOLS)] = out
     return res

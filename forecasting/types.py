@@ -63,12 +63,12 @@ def empty_forecast() -> pd.DataFrame:
     return f
 
 
-def sanitise_quantiles(q: pd.DataFrame, upper: float) -> pd.DataFrame:
+def sanitise_quantiles(q: pd.DataFrame, upper) -> pd.DataFrame:
     """Make a quantile block safe: no NaN, no negatives, non-crossing, bounded.
 
     ``q`` has the columns :data:`QCOLS`. NaN becomes the row's p50 (or 0),
     values are clipped to ``[0, upper]`` (``upper`` is a sane multiple of the
-    history's range, chosen by the caller), and each quantile is raised to at
+    history's range, chosen by the caller: one number, or one per row), and each quantile is raised to at
     least the one below it (a running maximum from ``p50`` up). Unlike sorting
     (Chernozhukov et al. 2010, "Quantile and probability curves without
     crossing") this never moves ``p50``, the point forecast that MASE and
@@ -81,7 +81,8 @@ def sanitise_quantiles(q: pd.DataFrame, upper: float) -> pd.DataFrame:
         col = arr[:, j]
         bad = ~pd.notna(col)
         col[bad] = p50[bad]
-    arr = arr.clip(0.0, upper)
+    up = np.asarray(upper, dtype="float64")
+    arr = arr.clip(0.0, up[:, None] if up.ndim else up)
     arr = np.maximum.accumulate(arr, axis=1)
     out = q.copy()
     out[list(QCOLS)] = arr

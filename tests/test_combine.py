@@ -175,3 +175,71 @@ def test_adaptive_level_recovers_coverage_after_the_noise_grows():
     plain, adaptive = cov_after(combine.calibrate_online(f, a, gamma=0.0)), cov_after(combine.calibrate_online(f, a))
     assert plain < 0.9
     assert adaptive > plain + 0.03
+
+
+def test_diebold_mariano_needs_a_consistent_advantage():
+    from forecasting.combine import _beats
+
+    rng = np.random.default_rng(5)
+    days = np.repeat(np.arange(14), 24) * pd.Timedelta("1D").value  # issue days, ns since the epoch
+    y = rng.normal(10, 3, len(days))
+    same = np.full(len(days), 10.0)
+    # a forecast better on average but only thanks to two days is not significant
+    lucky = same.copy()
+    early = days < 2 * pd.Timedelta("1D").value
+    lucky[early] = y[early]
+    assert not _beats(y, same, same, 0.5, days)
+    assert not _beats(y, same, lucky, 0.5, days)
+    # one better by a steady margin every day is
+    assert _beats(y, same + 4.0, same, 0.5, days)
+    # fewer than three days of evidence never is
+    assert not _beats(y[early], same[early] + 4.0, same[early], 0.5, days[early])
+    # nor do fewer than three blocks when a day's forecasts reach a week ahead
+    assert not _beats(y, same + 4.0, same, 0.5, days, block=7)
+
+
+def test_a_chosen_model_missing_from_the_plan_falls_back_instead_of_failing():
+    a = actual_series(np.round(40 + 10 * np.sin(np.arange(288 * 6) * 2 * np.pi / 288)))
+    frames = {"naive": rolling(a, naive, name="naive"), "seasonal_naive": rolling(a, seasonal, name="seasonal_naive")}
+    spec = {"24h": {"24h:12h-24h": {q: {"choice": "seasonal_naive", "weights": {"seasonal_naive": 1.0}}
+                                    for q in QCOLS}}}
+    got = combine.apply_combination({"naive": frames["naive"], "seasonal_naive": frames["seasonal_naive"].iloc[:0]},
+                                    spec, "s")
+    lead = got["timestamp"] - got["issued_at"]
+    assert len(got) and (lead > pd.Timedelta("12h")).all()
+    ref = frames["naive"].set_index(["issued_at", "timestamp"]).loc[list(zip(got["issued_at"], got["timestamp"]))]
+    np.testing.assert_allclose(got["p50"].to_numpy(), ref["p50"].to_numpy())
+
+
+def test_actuals_with_duplicate_timestamps_are_refused():
+    a = actual_series(np.arange(288 * 3, dtype=float))
+    dup = pd.concat([a, a.iloc[:1]])
+    with pytest.raises(ValueError, match="duplicate timestamps"):
+        combine.combine_online({"naive": rolling(a, naive, name="naive")}, dup, "s")
+
+
+def test_strict_json_turns_non_finite_numbers_into_null():
+    import json
+
+    from capplan import jsonout
+
+    text = jsonout.dumps({"coverage": float("nan"), "x": [np.float64("inf"), 1.5, np.int64(2)],
+                          "t": pd.Timestamp("2024-01-01", tz="UTC")})
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard constant {c}")) == \
+        {"coverage": None, "x": [None, 1.5, 2], "t": "2024-01-01T00:00:00+00:00"}
+
+
+def test_rolling_forecasts_are_bounded_by_the_history_known_at_their_origin():
+    from capplan.pipeline import _sanitise_rolling
+
+    a = actual_series(np.r_[np.zeros(288 * 2), np.full(288 * 2, 40.0)])
+    h5 = pd.DataFrame({"series_id": "s", "timestamp": a.index, "value": a.to_numpy()})
+
+    def big(hist, o, k):
+        return np.tile([500.0, 600.0, 700.0, 800.0], (k, 1))
+
+    out = _sanitise_rolling(rolling(a, big, every="4h", lead_steps=12), h5)
+    before = out[out["issued_at"] < a.index[288 * 2]]
+    after = out[out["issued_at"] >= a.index[288 * 2]]
+    assert len(before) and (before[list(QCOLS)].to_numpy() == 0).all()  # nothing seen yet: nothing forecast
+    assert len(after) and after[list(QCOLS)].to_numpy().max() == 120.0  # 3 x the 40 GPUs seen so far

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.table import Table
 
+from capplan import jsonout
 from capplan.commands.plan import Format
 from capplan.config import load_config
 from capplan.console import StageProgress, out
@@ -78,9 +78,13 @@ def register(app: typer.Typer) -> None:
             doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
             doc["series"][sid]["fallbacks"] = prep.notes.get(sid, []) + fc.fallbacks.get(sid, [])
         if fmt is Format.json:
-            typer.echo(json.dumps(doc, default=str))
+            typer.echo(jsonout.dumps(doc))
         else:
             out.print(render(doc))
+            empty = [sid for sid, v in doc["series"].items() if not v["horizons"]]
+            if empty:
+                out.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
+                          "(see each series' evaluation_window in --format json)")
             for h, sm in doc["summary"].items():
                 rel = ", ".join(f"{m} {r:.2f}" for m, r in sm["geomean_relative_mase"].items())
                 out.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; "

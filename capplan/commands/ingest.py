@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from capplan import jsonout
 from capplan.config import load_config
 from capplan.errors import InputError
 from capplan.console import StageProgress, out
@@ -80,7 +80,7 @@ def register(app: typer.Typer) -> None:
         results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=series,
                              on_chunk=on_chunk, on_series=on_series)
         if fmt is Format.json:
-            typer.echo(json.dumps([r.as_dict() for r in results]))
+            typer.echo(jsonout.dumps([r.as_dict() for r in results]))
         else:
             out.print(render_table(results))
         failed = [r for r in results if r.exit_code]

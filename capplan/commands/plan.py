@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -10,6 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from capplan import jsonout
 from capplan.config import load_config
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         report = run_plan(source, cfg, out_dir, series=series, seed=seed, timezone=timezone, progress=progress,
                           store=Store(cfg.store))
         if fmt is Format.json:
-            typer.echo(json.dumps(report, default=str))
+            typer.echo(jsonout.dumps(report))
         else:
             out.print(render_table(report))
             for sid, s in report["series"].items():
