@@ -235,7 +235,7 @@ def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress:
 
         c, n_choices = combine.combine_online(per, actuals[sid], sid)
         levels: dict[str, list[float]] = {}
-        comb.append(_sanitise_rolling(combine.calibrate_online(c, actuals[sid], levels_out=levels), actuals[sid]))
+        comb.append(_sanitise_rolling(combine.calibrate_online(c, actuals[sid], levels_out=levels), prep.h5))
         final_spec = combine.learn_combination(per, actuals[sid], recent)
         # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
         final_off = combine.learn_calibration(combine.apply_combination(per, final_spec, sid), actuals[sid], recent,
