@@ -20,8 +20,9 @@ most, against twelve for the exhaustive search.
 (estimating 288 initial seasonal states is slow and unstable).
 
 Prediction intervals come from the model: analytic for additive-error models
-and simulation for the others (``ETSResults.get_prediction``), read at the
-quantiles 0.5/0.9/0.95/0.99.
+and simulation for the others (``ETSResults.get_prediction``, seeded with the
+tier's seed so a forecast is reproducible), read at the quantiles
+0.5/0.9/0.95/0.99.
 
 Between refits, forecasts at later origins run the fitted model's filter over
 the extended data with the same parameters (``ETSModel.smooth``): new data
@@ -158,7 +159,8 @@ class HourlyETS(Forecaster):
             try:
                 res = _build(y, m["spec"]).smooth(np.asarray(m["params"]))
                 n = len(y)
-                pred = res.get_prediction(start=n, end=n + self.horizon - 1)
+                # simulated intervals (multiplicative models) are seeded: same data, same forecast
+                pred = res.get_prediction(start=n, end=n + self.horizon - 1, random_state=self.seed)
                 out = np.empty((self.horizon, len(QUANTILES)))
                 out[:, 0] = np.asarray(pred.predicted_mean)
                 for j, q in enumerate(QUANTILES[1:], start=1):
