@@ -344,10 +344,17 @@ def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], reg
     return m, log
 
 
+def _bound(max_seen):
+    """Forecast cap from the largest demand seen: ``UPPER_FACTOR`` x it, at least 1;
+    0 for an all-zero history (nothing in it supports any demand). Scalar or array."""
+    m = np.asarray(max_seen, dtype="float64")
+    return np.where(m > 0, np.maximum(m * UPPER_FACTOR, 1.0), 0.0)
+
+
 def _upper(h5: pd.DataFrame) -> dict[str, float]:
+    """Per series, :func:`_bound` of its whole history (for plan forecasts)."""
     mx = h5.groupby("series_id")["value"].max().fillna(0.0)
-    # an all-zero history gives an all-zero forecast: nothing in it supports any demand
-    return {sid: float(max(v * UPPER_FACTOR, 1.0)) if v > 0 else 0.0 for sid, v in mx.items()}
+    return {sid: float(_bound(v)) for sid, v in mx.items()}
 
 
 def _sanitise_rolling(f: pd.DataFrame, h5: pd.DataFrame) -> pd.DataFrame:
@@ -361,8 +368,7 @@ def _sanitise_rolling(f: pd.DataFrame, h5: pd.DataFrame) -> pd.DataFrame:
         h = h5[h5["series_id"] == sid]
         run = pd.Series(h["value"].fillna(0.0).cummax().to_numpy(), index=pd.DatetimeIndex(h["timestamp"]))
         known = run.reindex(pd.DatetimeIndex(g["issued_at"]), method="ffill").fillna(0.0).to_numpy()
-        bound = np.where(known > 0, np.maximum(known * UPPER_FACTOR, 1.0), 0.0)
-        parts.append(sanitise_quantiles(g, bound))
+        parts.append(sanitise_quantiles(g, _bound(known)))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -424,12 +430,11 @@ def replay_input(prep: Prepared, fc: Forecasts, sid: str, start: pd.Timestamp, e
     comb = fc.rolling["combined"]
     comb = comb[comb["series_id"] == sid]
     if meta.kind == "training":
-        wk = dl = comb
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
         hour_starts = pd.date_range(start, end, freq="1h")
-        inp.week_mean = period_lookup(wk, times, week_starts, pd.Timedelta("7D"), "mean")
-        inp.day_max = period_lookup(dl, times, day_starts, pd.Timedelta("1D"), "max")
+        inp.week_mean = period_lookup(comb, times, week_starts, pd.Timedelta("7D"), "mean")
+        inp.day_max = period_lookup(comb, times, day_starts, pd.Timedelta("1D"), "max")
         # the hourly top-up: the latest forecast issued before each hour (rolling origins of training
         # pools are 4 h apart, so its lead is 1-5 h in the replay; a live run refreshes it every hour)
         inp.hour_max = period_lookup(comb, times, hour_starts, pd.Timedelta("1h"), "max")

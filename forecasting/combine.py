@@ -63,6 +63,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from forecasting.metrics import pinball_loss
 from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
 
 BANDS: dict[str, tuple[pd.Timedelta, pd.Timedelta]] = {
@@ -132,8 +133,7 @@ def _aligned(frames: dict[str, pd.DataFrame], band: str) -> tuple[pd.DataFrame, 
 
 
 def _pin(y: np.ndarray, f: np.ndarray, q: float) -> float:
-    e = y - f
-    return float(np.mean(np.maximum(q * e, (q - 1.0) * e)))
+    return float(np.mean(pinball_loss(y, f, q)))
 
 
 def _choose(preds: dict[str, np.ndarray], y: np.ndarray, q: float, groups: np.ndarray | None = None,
@@ -181,8 +181,7 @@ def _beats(y: np.ndarray, f_default: np.ndarray, f_best: np.ndarray, q: float, g
     """
     from scipy.stats import t as student_t
 
-    e0, e1 = y - f_default, y - f_best
-    d = np.maximum(q * e0, (q - 1.0) * e0) - np.maximum(q * e1, (q - 1.0) * e1)
+    d = pinball_loss(y, f_default, q) - pinball_loss(y, f_best, q)
     day = (np.asarray(groups, dtype="int64") // pd.Timedelta("1D").value).astype("int64")
     _, inv = np.unique((day - day.min()) // max(block, 1), return_inverse=True)
     per = np.bincount(inv, weights=d) / np.bincount(inv)

@@ -49,12 +49,18 @@ def smape(actual: np.ndarray, p50: np.ndarray) -> float:
     return float(r.mean()) if len(r) else float("nan")
 
 
+def pinball_loss(actual, forecast, q) -> np.ndarray:
+    """Element-wise pinball (quantile) loss of ``forecast`` at level ``q``
+    (Koenker & Bassett 1978): ``max(q * e, (q - 1) * e)`` with ``e = actual -
+    forecast``; arrays broadcast (e.g. ``(n, 1)`` actuals against ``(n, 4)``
+    quantiles with ``q`` of shape ``(1, 4)``). Same unit as the inputs."""
+    e = np.asarray(actual, dtype="float64") - np.asarray(forecast, dtype="float64")
+    return np.maximum(q * e, (q - 1.0) * e)
+
+
 def pinball(actual: np.ndarray, quantiles: np.ndarray) -> float:
     """Mean pinball loss; ``quantiles`` is ``(n, 4)`` for 0.5/0.9/0.95/0.99."""
-    a = np.asarray(actual, dtype="float64")[:, None]
-    q = np.asarray(QUANTILES)[None, :]
-    e = a - np.asarray(quantiles, dtype="float64")
-    loss = np.maximum(q * e, (q - 1.0) * e)
+    loss = pinball_loss(np.asarray(actual, dtype="float64")[:, None], quantiles, np.asarray(QUANTILES)[None, :])
     loss = loss[np.isfinite(loss).all(axis=1)]
     return float(loss.mean()) if len(loss) else float("nan")
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from forecasting.metrics import idle_ratio
 from forecasting.types import QCOLS
 from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -57,8 +58,8 @@ class ReplayInput:
     ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
     ``step_s``: grid step in seconds. For training, ``week_mean[q]``,
     ``day_max[q]`` and ``hour_max[q]`` give per time step the decision inputs
-    built from forecasts issued before the week/day/hour;
-    ``week_id``/``day_id`` number the decision periods. For inference, ``hourly_fc[q]`` is ``(n_origins, 12)`` with
+    built from forecasts issued before the week/day/hour. For inference,
+    ``hourly_fc[q]`` is ``(n_origins, 12)`` with
     ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
     ``hourly_offset[t]`` the steps from that origin to ``t``.
     """
@@ -71,8 +72,6 @@ class ReplayInput:
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
     hour_max: dict[str, np.ndarray] = field(default_factory=dict)
-    week_id: np.ndarray | None = None
-    day_id: np.ndarray | None = None
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
@@ -122,13 +121,12 @@ def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, ev
     covered = c >= d - 1e-9
     day = np.flatnonzero(ok) // max(1, int(round(24 / step_h)))  # day of the window of each known step
     daily = np.bincount(day, weights=covered) / np.bincount(day)
-    idle = np.maximum(c - d, 0).sum() / c.sum() if c.sum() > 0 else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(c > 0, d / c, np.where(d > 0, np.inf, 0.0))
     return Metrics(
         cost_usd=float(cost),
         coverage=float(covered.mean()),
-        idle_ratio=float(idle),
+        idle_ratio=idle_ratio(d, c),
         unmet=float(np.maximum(d - c, 0).sum() * step_h),
         scale_events=int(events),
         p95_utilization=float(np.quantile(np.minimum(util, 10.0), 0.95)),
