@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,6 @@ forecast:
   prophet_samples: 60
 """
 E2E_SERIES = ["train/vc6YE", "infer/nasa-http", "infer/azure-llm-conv"]
-
-
-def in_ci() -> bool:
-    """True under CI (CI=true): tests needing a real service must fail, not skip."""
-    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:

@@ -35,6 +35,8 @@ import pandas as pd
 import pytest
 import requests
 
+from tests.ci import unavailable
+
 REPO = Path(__file__).resolve().parents[1]
 # the shared traces beside the checkout when present, else the copy shipped with the tests
 _SHARED = REPO.parent / "shared" / "data"
@@ -61,10 +63,7 @@ def require_prometheus() -> tuple[str, str]:
     prom, tool = shutil.which("prometheus"), shutil.which("promtool")
     if prom and tool:
         return prom, tool
-    msg = "prometheus/promtool not found: install the Debian package `prometheus`"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(msg + " (CI=true: these tests must run)")
-    pytest.skip(msg)
+    unavailable("prometheus/promtool not found: install the Debian package `prometheus`")
 
 
 def free_port() -> int:
@@ -248,10 +247,7 @@ def start_prometheus(prom: str, data_dir: Path, workdir: Path, web_config: str |
 def self_signed_cert(folder: Path) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 (``openssl``): (cert.pem, key.pem); it is its own CA."""
     if not shutil.which("openssl"):
-        msg = "openssl not found (Debian package `openssl`)"
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable("openssl not found (Debian package `openssl`)")
     cert, key = folder / "cert.pem", folder / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],

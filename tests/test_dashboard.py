@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ci import in_ci, unavailable
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "dashboards" / "views"
 SERIES = ("train/vc6YE", "infer/nasa-http")
@@ -49,7 +51,7 @@ def fixture_run(tmp_path_factory) -> dict:
     """
     base = tmp_path_factory.mktemp("dash")
     reuse = os.environ.get("CAPPLAN_TEST_STORE")
-    if reuse and os.environ.get("CI", "").lower() != "true":
+    if reuse and not in_ci():
         shutil.copytree(reuse, base / "store")
         store = base / "store"
         run_id = (store / "runs" / "LATEST").read_text().strip()
@@ -360,10 +362,7 @@ def _need_browser() -> None:
     except ImportError:
         missing.append("selenium (python package)")
     if missing:
-        msg = f"browser test needs {', '.join(missing)} (Debian: apt-get install chromium chromium-driver)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable(f"browser test needs {', '.join(missing)} (Debian: apt-get install chromium chromium-driver)")
 
 
 @pytest.fixture
