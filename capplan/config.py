@@ -196,7 +196,22 @@ class PlanConfig(SearchSettings):
     model_config = ConfigDict(extra="forbid")
     tune_days: float = Field(default=7, gt=0)
     eval_days: float = Field(default=7, gt=0)
-    workers: int | None = Field(default=None, ge=1, description="processes for the per-series search (default: up to 2)")
+    executor: Literal["local", "processes", "dask"] = Field(
+        default="processes", description="where the per-series work runs (capplan.executor): local (this "
+        "process), processes (a pool here), dask (a dask.distributed cluster)")
+    scheduler: str | None = Field(default=None, description="dask scheduler address, e.g. tcp://dask-scheduler:8786; "
+                                  "without it executor dask starts a LocalCluster of `workers` processes")
+    workers: int | None = Field(default=None, ge=1, description="worker processes for executor processes, or of the "
+                                "dask LocalCluster (default: up to 2)")
+
+    @model_validator(mode="after")
+    def _scheduler(self):
+        if self.scheduler is not None:
+            if self.executor != "dask":
+                raise ValueError(f"scheduler {self.scheduler!r} needs executor: dask (not {self.executor})")
+            if "://" not in self.scheduler:
+                raise ValueError(f"scheduler {self.scheduler!r}: expected an address such as tcp://HOST:8786")
+        return self
 
     def search_settings(self) -> SearchSettings:
         """The part the optimizer reads (picklable, no ``capplan`` type)."""

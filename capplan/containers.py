@@ -42,6 +42,24 @@ class Prepared:
     windows: dict[str, Windows]
     report: RegulariseReport | None
     notes: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, dict] = field(default_factory=dict)
+    """series_id -> ``{"stage", "error", "where"}`` of series dropped after an error of their own."""
+
+    def select(self, series_ids) -> "Prepared":
+        """The same data for ``series_ids`` only (regularise report and failures shared)."""
+        keep = set(series_ids)
+        return Prepared(self.h5[self.h5["series_id"].isin(keep)].reset_index(drop=True),
+                        self.h1[self.h1["series_id"].isin(keep)].reset_index(drop=True),
+                        {s: m for s, m in self.meta.items() if s in keep},
+                        {s: w for s, w in self.windows.items() if s in keep}, self.report,
+                        {s: n for s, n in self.notes.items() if s in keep}, self.failed)
+
+    def drop(self, stage: str, failures: dict) -> "Prepared":
+        """Without the series in ``failures`` (series_id -> :class:`capplan.executor.Failed`),
+        which are recorded in :attr:`failed` with the stage they failed in."""
+        for sid, f in failures.items():
+            self.failed[sid] = {"stage": stage, "error": f.error, "where": f.where}
+        return self.select([s for s in self.windows if s not in failures])
 
 
 @dataclass

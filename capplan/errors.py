@@ -3,6 +3,8 @@
 * :class:`InputError` — bad input from the user (file, column, row, option,
   config). The CLI prints its one-line message and exits with code 2.
 * Any other exception is an internal failure: exit code 1.
+* ``capplan plan`` exits 3 when some series failed in their own task (listed
+  under ``failed`` in ``report.json``) and every other series was planned.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
+EXIT_PARTIAL = 3  # capplan plan: some series failed on their own (report.json: failed); the rest was planned
 
 
 class CapplanError(Exception):

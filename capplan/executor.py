@@ -1,20 +1,68 @@
-"""The parallel executor: one call maps a function over many series.
+"""Executors: one call maps a per-series function over many series, on any engine.
 
-Work is spread over worker processes (``spawn`` context: safe after
-TensorFlow or Prophet have started threads in the parent) with
-``concurrent.futures``; ``workers=1`` runs in-process, in order. Results come
-back in input order, so figures do not depend on scheduling.
+``plan.executor`` (``capplan plan --executor``) picks one:
+
+* ``local`` — in this process, in order;
+* ``processes`` — a pool of worker processes on this machine
+  (``concurrent.futures`` with the ``spawn`` context, safe after TensorFlow or
+  Prophet have started threads in the parent); the default, with up to 2 workers;
+* ``dask`` — a ``dask.distributed`` cluster: the one at ``plan.scheduler``
+  (``tcp://HOST:8786``), or a ``LocalCluster`` of ``plan.workers`` processes
+  started for the run and closed after it.
+
+What every executor guarantees:
+
+* results come back in input order, so figures do not depend on scheduling;
+* an exception inside one item fails only that item: it comes back as a
+  :class:`Failed` with the error (type and message), and the rest completes;
+* a worker that dies mid-task has its task retried on another worker (dask:
+  the scheduler's ``distributed.scheduler.allowed-failures``, default 3;
+  processes: the pool is restarted and unfinished items rerun, up to
+  :data:`POOL_RESTARTS` times); an item that keeps killing workers fails;
+* progress: ``on_done(done, total, label)`` after each finished item.
+
+``fn`` and the items must be picklable (top-level functions, plain data).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor
-from typing import Callable, Iterable, TypeVar
+import traceback
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+ExecutorName = Literal["local", "processes", "dask"]
+EXECUTORS: tuple[str, ...] = ("local", "processes", "dask")
+POOL_RESTARTS = 2
+OnDone = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class Failed:
+    """An item that raised (``error``: ``"Type: message"``; ``where``: the last frame of the traceback)."""
+
+    error: str
+    where: str = ""
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "Failed":
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f"{tb[-1].filename}:{tb[-1].lineno}" if tb else ""
+        return cls(f"{type(exc).__name__}: {exc}", where)
+
+
+def guarded(fn: Callable[[T], R], x: T) -> "R | Failed":
+    """``fn(x)``, or a :class:`Failed` holding the exception it raised (the item's own failure,
+    recorded in the report, never a stand-in value). Top-level so that it pickles."""
+    try:
+        return fn(x)
+    except Exception as exc:  # noqa: BLE001  (one item's failure is reported, not hidden)
+        return Failed.of(exc)
 
 
 def default_workers() -> int:
@@ -26,27 +74,149 @@ def default_workers() -> int:
     return max(1, min(2, n))
 
 
-def map_series(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None,
-               on_done: Callable[[int, int], None] | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, in parallel when ``workers > 1``.
+class Executor:
+    """Base: :meth:`map` in this process, in order (``local``)."""
 
-    ``fn`` and the items must be picklable (top-level functions, plain data).
-    Exceptions propagate to the caller.
-    """
-    items = list(items)
-    workers = default_workers() if workers is None else max(1, workers)
-    if workers == 1 or len(items) <= 1:
+    name = "local"
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], labels: list[str] | None = None,
+            on_done: OnDone | None = None) -> list["R | Failed"]:
+        """``[fn(x) for x in items]`` with per-item failures as :class:`Failed`, in input order."""
+        items = list(items)
+        labels = labels or [str(i) for i in range(len(items))]
         out = []
         for i, x in enumerate(items):
-            out.append(fn(x))
+            out.append(guarded(fn, x))
             if on_done:
-                on_done(i + 1, len(items))
+                on_done(i + 1, len(items), labels[i])
         return out
-    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=mp.get_context("spawn")) as ex:
-        futs = [ex.submit(fn, x) for x in items]
-        out = []
-        for i, f in enumerate(futs):
-            out.append(f.result())
+
+    def close(self) -> None:
+        """Release workers (a no-op here)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class ProcessExecutor(Executor):
+    """Worker processes on this machine (one pool for the executor's life)."""
+
+    name = "processes"
+
+    def __init__(self, workers: int | None = None):
+        self.workers = default_workers() if workers is None else max(1, workers)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _get_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    def map(self, fn, items, labels=None, on_done=None):
+        items = list(items)
+        if self.workers == 1 or len(items) <= 1:
+            return super().map(fn, items, labels, on_done)
+        labels = labels or [str(i) for i in range(len(items))]
+        out: list = [None] * len(items)
+        todo = list(range(len(items)))
+        done = 0
+        for attempt in range(POOL_RESTARTS + 1):
+            pool = self._get_pool()
+            futs = {pool.submit(guarded, fn, items[i]): i for i in todo}
+            broken = []
+            pending = set(futs)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    i = futs[f]
+                    try:
+                        out[i] = f.result()
+                    except BrokenProcessPool:
+                        broken.append(i)
+                        continue
+                    done += 1
+                    if on_done:
+                        on_done(done, len(items), labels[i])
+            if not broken:
+                return out
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+            todo = sorted(broken)
+        for i in todo:
+            out[i] = Failed(f"worker process died {POOL_RESTARTS + 1} times on this item")
+            done += 1
             if on_done:
-                on_done(i + 1, len(items))
+                on_done(done, len(items), labels[i])
         return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+class DaskExecutor(Executor):
+    """A ``dask.distributed`` cluster: ``scheduler`` (an address), an existing ``client``,
+    or a ``LocalCluster`` of ``workers`` single-threaded processes started here."""
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None = None, workers: int | None = None, client=None):
+        from dask.distributed import Client, LocalCluster
+
+        self._own = []
+        if client is not None:
+            self.client = client
+        elif scheduler:
+            self.client = Client(scheduler)
+            self._own = [self.client]
+        else:
+            cluster = LocalCluster(n_workers=default_workers() if workers is None else max(1, workers),
+                                   threads_per_worker=1, processes=True, dashboard_address=None,
+                                   host="127.0.0.1")
+            self.client = Client(cluster)
+            self._own = [self.client, cluster]
+
+    def map(self, fn, items, labels=None, on_done=None):
+        from dask.distributed import as_completed
+
+        items = list(items)
+        if not items:
+            return []
+        labels = labels or [str(i) for i in range(len(items))]
+        futs = self.client.map(guarded, [fn] * len(items), items, pure=False)
+        index = {f.key: i for i, f in enumerate(futs)}
+        out: list = [None] * len(items)
+        for n, f in enumerate(as_completed(futs), start=1):
+            i = index[f.key]
+            try:
+                out[i] = f.result()
+            except Exception as exc:  # noqa: BLE001  (KilledWorker & co: this item's failure, reported)
+                out[i] = Failed.of(exc)
+            if on_done:
+                on_done(n, len(items), labels[i])
+        return out
+
+    def close(self) -> None:
+        for o in self._own:
+            o.close()
+        self._own = []
+
+
+def make_executor(name: str = "processes", workers: int | None = None, scheduler: str | None = None) -> Executor:
+    """The executor called ``name`` (:data:`EXECUTORS`).
+
+    Raises ValueError for an unknown name, or ``scheduler`` with another executor than ``dask``.
+    """
+    if scheduler and name != "dask":
+        raise ValueError(f"a scheduler address ({scheduler}) needs executor 'dask', not {name!r}")
+    if name == "local":
+        return Executor()
+    if name == "processes":
+        return ProcessExecutor(workers)
+    if name == "dask":
+        return DaskExecutor(scheduler, workers)
+    raise ValueError(f"unknown executor {name!r}; use one of {', '.join(EXECUTORS)}")

@@ -275,7 +275,9 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
 
     A configured series without history or without a forecast of some tier in
     that tier's latest run is left out and listed in ``report.json`` under
-    ``missing`` with the reason. Returns a summary dict.
+    ``missing`` with the reason; one that fails in its own task is listed under
+    ``failed`` and the rest is planned. The per-series work runs on the
+    config's ``plan.executor`` (e.g. a Dask cluster). Returns a summary dict.
 
     Raises JobError when a tier has never run, no series is left to plan, or
     the manifests fail their checks (the store run is then not replaced).
@@ -283,6 +285,7 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     import time
 
     from capplan import pipeline as pl
+    from capplan.executor import make_executor
     from capplan.report import RunInfo, versions
 
     cfg = _cfg(config_path)
@@ -305,20 +308,22 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     c0 = time.perf_counter()
     loaded = pl.load_stage("store", cfg, todo)
     prep = pl.regularise_stage(loaded, cfg)
-    # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
-    fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo))
     run_id = f"airflow-{key}-s{seed}"
-    run = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
-                  duration_s=round(time.perf_counter() - c0, 3), forecast_runs={t: latest[t][0] for t in PLAN_TIERS},
-                  versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
     out = store.root / "plans" / key
-    report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing)
+    with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
+        # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
+        prep, fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo), executor=ex)
+        run = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
+                      duration_s=round(time.perf_counter() - c0, 3),
+                      forecast_runs={t: latest[t][0] for t in PLAN_TIERS}, versions=versions(),
+                      coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name)
+        report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing, executor=ex)
     problems = check_manifests(out, cfg.export)
     if problems:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     store.save_run(out, run_id)
     return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
-            "files": report.run.files}
+            "failed": {s: f.error for s, f in report.failed.items()}, "files": report.run.files}
 
 
 def missing_series(expected: list[str], stored: set[str], latest: dict[str, tuple[str, dict]]) -> dict[str, str]:

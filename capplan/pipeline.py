@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,7 @@ from capplan import atomic
 from capplan.config import CapplanConfig
 from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_progress
 from capplan.errors import InputError
+from capplan.executor import Executor, Failed, make_executor
 from capplan.report import Report, RunInfo, build_report, versions
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
@@ -151,23 +153,100 @@ def combine_stage(prep: Prepared, results: dict[str, TierResult], progress: Prog
     return Forecasts(rolling, a.final, final_tiers, fallbacks, warns, a.combination, models)
 
 
+GLOBAL_MODELS = ("daily",)  # trained once on every series' windows (the LSTM), never split per series
+
+
+@dataclass
+class SeriesForecastTask:
+    """One series' per-series models (picklable, for the executor)."""
+
+    prep: Prepared
+    cfg: CapplanConfig
+    models: tuple[str, ...]
+    seed: int
+
+
+def forecast_one(task: SeriesForecastTask) -> tuple[dict[str, TierResult], list[str]]:
+    """Every per-series model of one series (:func:`tier_forecasts`): ``(results, registry warnings)``."""
+    registry = ModelRegistry(task.cfg.models)
+    res = {n: tier_forecasts(task.prep, task.cfg, n, task.seed, n in ROLLING_MODELS, registry)
+           for n in task.models}
+    return res, list(registry.warnings)
+
+
+def _merge(name: str, parts: list[TierResult]) -> TierResult:
+    """One model's results of several series as one :class:`TierResult`."""
+    models: dict = {}
+    for p in parts:
+        for k, v in p.models.items():
+            if isinstance(v, dict):
+                models.setdefault(k, {}).update(v)
+            else:
+                models.setdefault(k, []).extend(v)
+    finals = [p.final for p in parts if p.final is not None]
+    return TierResult(name, pd.concat([p.rolling for p in parts], ignore_index=True),
+                      pd.concat(finals, ignore_index=True) if finals else None,
+                      {k: v for p in parts for k, v in p.fallbacks.items()},
+                      {k: v for p in parts for k, v in p.warnings.items()}, models)
+
+
 def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = no_progress,
-                   extra_models: tuple[str, ...] = (), done: dict[str, TierResult] | None = None) -> Forecasts:
+                   extra_models: tuple[str, ...] = (), done: dict[str, TierResult] | None = None,
+                   executor: Executor | None = None) -> tuple[Prepared, Forecasts]:
     """Every tier and benchmark (:func:`tier_forecasts`), then :func:`combine_stage`.
 
-    ``extra_models`` adds benchmarks that are scored but never combined (e.g.
-    ``prophet``); ``done`` holds models already forecast elsewhere (the Airflow
-    forecast jobs' stored results), which are not recomputed."""
-    registry = ModelRegistry(cfg.models)
+    The per-series models run one task per series on ``executor``
+    (:func:`forecast_one`); :data:`GLOBAL_MODELS` (the LSTM) train once here on
+    every remaining series. A series whose task raises is dropped and recorded
+    in ``prep.failed``. ``extra_models`` adds benchmarks that are scored but never
+    combined (e.g. ``prophet``); ``done`` holds models already forecast elsewhere
+    (the Airflow forecast jobs' stored results), which are not recomputed.
+    Returns ``(prepared series still in play, forecasts)``.
+    """
     results = dict(done or {})
-    for n in ROLLING_MODELS + tuple(extra_models):
-        if n not in results:
+    wanted = [n for n in ROLLING_MODELS + tuple(extra_models) if n not in results]
+    per_series = tuple(n for n in wanted if n not in GLOBAL_MODELS)
+    warns: dict[str, list[str]] = {}
+    if per_series:
+        sids = list(prep.windows)
+        progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {(executor or _LOCAL).name} "
+                             "executor")
+        tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed) for s in sids]
+        out = (executor or _LOCAL).map(forecast_one, tasks, sids, _on_done(progress, "forecast"))
+        bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
+        if bad:
+            prep = prep.drop("forecast", bad)
+        ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+        if not ok:
+            raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
+        for n in per_series:
+            results[n] = _merge(n, [r[0][n] for _, r in ok])
+        for s, r in ok:
+            if r[1]:
+                warns.setdefault(s, []).extend(r[1])
+    registry = ModelRegistry(cfg.models)
+    for n in wanted:
+        if n in GLOBAL_MODELS:
             results[n] = tier_forecasts(prep, cfg, n, seed, n in ROLLING_MODELS, registry, progress)
     fc = combine_stage(prep, results, progress)
+    for s, w in warns.items():
+        fc.warnings.setdefault(s, []).extend(w)
     for w in registry.warnings:
         for sid in prep.windows:
             fc.warnings.setdefault(sid, []).append(w)
-    return fc
+    return prep, fc
+
+
+def _on_done(progress: Progress, stage: str):
+    """Executor progress as ``[done/total] series`` lines of ``stage``."""
+    return lambda i, n, label: progress(stage, f"[{i}/{n}] {label}")
+
+
+def _failures(prep: Prepared) -> str:
+    return "; ".join(f"{s}: {f['error']}" for s, f in prep.failed.items())
+
+
+_LOCAL = Executor()
 
 
 # 4 ------------------------------------------------------------------------------
@@ -207,17 +286,23 @@ def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
 
 
 def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0,
-                 progress: Progress = no_progress) -> dict[str, SearchOutcome]:
+                 progress: Progress = no_progress, executor: Executor | None = None) -> dict[str, SearchOutcome]:
     """Tune each series on its tuning window; score tuned, random-search and
     baseline policies on the evaluation window, which the search never saw.
-    Series run in parallel through :func:`capplan.executor.map_series`."""
-    from capplan.executor import map_series
-
+    One :func:`optimizer.tuning.search_one` task per series on ``executor``; a
+    series whose search raises is left out and recorded in ``prep.failed``."""
     tasks = search_tasks(prep, fc, cfg, seed)
-    progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random)")
-    results = map_series(search_one, tasks, cfg.plan.workers,
-                         on_done=lambda i, n: progress("search", f"[{i}/{n}] {tasks[i - 1].series_id}"))
-    return {t.series_id: r for t, r in zip(tasks, results)}
+    ex = executor or _LOCAL
+    progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random) on the "
+                       f"{ex.name} executor")
+    results = ex.map(search_one, tasks, [t.series_id for t in tasks], _on_done(progress, "search"))
+    for t, r in zip(tasks, results):
+        if isinstance(r, Failed):
+            prep.failed[t.series_id] = {"stage": "search", "error": r.error, "where": r.where}
+    out = {t.series_id: r for t, r in zip(tasks, results) if not isinstance(r, Failed)}
+    if not out:
+        raise InputError(f"every series failed: {_failures(prep)}")
+    return out
 
 
 # 6 ------------------------------------------------------------------------------
@@ -282,20 +367,21 @@ class _Timer:
 
 def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: RunInfo, out: Path,
                         progress: Progress = no_progress, timer: _Timer | None = None,
-                        missing: dict[str, str] | None = None) -> Report:
-    """Stages 4–7: backtest, search, plans, report and export to ``out``.
+                        missing: dict[str, str] | None = None, executor: Executor | None = None) -> Report:
+    """Stages 4–7: backtest, search (on ``executor``), plans, report and export to ``out``.
 
     ``run``: the report's run section (id, seed, source ...); its duration,
     stage seconds and files are filled in here. ``missing``: series left out
-    before this point, with the reason. Returns the report (as written).
+    before this point, with the reason; series that failed on their own are
+    in ``prep.failed`` and reach the report's ``failed``. Returns the report (as written).
     """
     t0 = time.perf_counter()
     timer = timer or _Timer()
     progress("backtest", "scoring rolling-origin forecasts")
     scores = timer("backtest", backtest_stage, prep, fc)
-    outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress)
+    outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress, executor)
     plans = plans_stage(prep, fc, outcomes, run.run_id)
-    report = build_report(run, prep, fc, scores, outcomes, plans, cfg.plan.coverage_target, missing)
+    report = build_report(run, prep, fc, scores, outcomes, plans, cfg.plan.coverage_target, missing, prep.failed)
     report.run.duration_s = round((run.duration_s or 0.0) + time.perf_counter() - t0, 3)
     report.run.stage_seconds = timer.timings
     files = timer("export", export_stage, Path(out), report, plans, fc, outcomes, prep, cfg, progress)
@@ -305,9 +391,14 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
 
 
 def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | None = None, seed: int = 0,
-             timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None) -> Report:
+             timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None,
+             executor: Executor | None = None) -> Report:
     """Run every stage, write ``out`` and, with ``store``, save it as a store run
-    (marked LATEST). Returns the report.
+    (marked LATEST). Returns the report; series that failed on their own are in
+    its ``failed`` (the rest is planned).
+
+    ``executor``: where the per-series work runs; default: the one ``cfg.plan``
+    names (:func:`capplan.executor.make_executor`), started here and closed at the end.
 
     Raises
     ------
@@ -324,11 +415,17 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
         for sid in prep.notes:
             if n.startswith(sid + ":") or not any(n.startswith(s + ":") for s in prep.notes):
                 prep.notes[sid].append(n)
-    fc = timer("forecast", forecast_stage, prep, cfg, seed, progress)
-    run = RunInfo(run_id=started.strftime("%Y%m%dT%H%M%SZ") + f"-s{seed}", seed=seed, started_at=started.isoformat(),
-                  duration_s=round(time.perf_counter() - t0, 3), source=source, versions=versions(),
-                  coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
-    report = plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer)
+    ex = executor or make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler)
+    try:
+        prep, fc = timer("forecast", forecast_stage, prep, cfg, seed, progress, executor=ex)
+        run = RunInfo(run_id=started.strftime("%Y%m%dT%H%M%SZ") + f"-s{seed}", seed=seed,
+                      started_at=started.isoformat(), duration_s=round(time.perf_counter() - t0, 3), source=source,
+                      versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
+                      executor=ex.name)
+        report = plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer, executor=ex)
+    finally:
+        if executor is None:
+            ex.close()
     if store is not None:
         store.save_run(out, run.run_id)
     return report

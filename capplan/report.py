@@ -93,6 +93,14 @@ class SeriesReport(_Model):
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
 
 
+class SeriesFailure(_Model):
+    """A series dropped after an error of its own (the rest of the run completed)."""
+
+    stage: str = Field(description="the stage it failed in: forecast or search")
+    error: str = Field(description="exception type and message")
+    where: str = Field(default="", description="file:line of the raising frame")
+
+
 class RunInfo(_Model):
     """The run: identity, inputs, versions and timings."""
 
@@ -111,6 +119,7 @@ class RunInfo(_Model):
                                      description="Airflow runs: the logical date's key")
     forecast_runs: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None,
                                                  description="Airflow runs: tier -> forecast run used")
+    executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
 
 
 class Report(_Model):
@@ -120,6 +129,9 @@ class Report(_Model):
     series: dict[str, SeriesReport] = Field(default_factory=dict)
     missing: dict[str, str] = Field(default_factory=dict,
                                     description="series left out of the plan, with the reason (Airflow runs)")
+    failed: dict[str, SeriesFailure] = Field(
+        default_factory=dict, description="series that raised in their own task and were left out; the CLI "
+        "exits 3 when there are any")
 
     def to_json(self, indent: int | None = None) -> str:
         """Strict JSON (non-finite floats as null; :mod:`capplan.jsonout`)."""
@@ -138,7 +150,7 @@ class Report(_Model):
 
 
 def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: list, coverage_target: float,
-                 missing: dict[str, str] | None = None) -> Report:
+                 missing: dict[str, str] | None = None, failed: dict[str, dict] | None = None) -> Report:
     """Assemble the report from the stages' outputs.
 
     ``prep`` / ``fc``: :class:`capplan.containers.Prepared` / ``Forecasts``;
@@ -174,7 +186,8 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             combination=fc.combination.get(sid, {}),
         )
     run = run.model_copy(update={"models": fc.models})
-    return Report(run=run, series=series, missing=missing or {})
+    return Report(run=run, series=series, missing=missing or {},
+                  failed={s: SeriesFailure(**f) for s, f in (failed or {}).items()})
 
 
 def versions() -> dict[str, str]:

@@ -66,7 +66,7 @@ def awkward():
     cfg.forecast.lstm_max_windows = 300
     cfg.forecast.prophet_samples = 50
     prep = pipeline.regularise_stage(LoadedHistory(frame, meta, []), cfg)
-    fc = pipeline.forecast_stage(prep, cfg, seed=0)
+    prep, fc = pipeline.forecast_stage(prep, cfg, seed=0)
     return prep, fc
 
 

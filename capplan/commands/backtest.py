@@ -12,6 +12,7 @@ from capplan import jsonout
 from capplan.commands.plan import Format
 from capplan.config import load_config
 from capplan.console import StageProgress, out
+from capplan.errors import InputError
 from forecasting.backtest import summarise
 
 MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet")
@@ -72,7 +73,13 @@ def register(app: typer.Typer) -> None:
         progress = StageProgress(enabled=not quiet)
         loaded = pipeline.load_stage(source, cfg, series, timezone)
         prep = pipeline.regularise_stage(loaded, cfg)
-        fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",))
+        from capplan.executor import make_executor
+
+        with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
+            prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
+        if prep.failed:
+            raise InputError("series failed in the forecast stage: " + "; ".join(
+                f"{s}: {f['error']}" for s, f in prep.failed.items()))
         doc = backtest_document(pipeline.backtest_stage(prep, fc))
         for sid in doc["series"]:
             doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()

@@ -9,9 +9,12 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan.config import load_config
-from capplan.console import StageProgress, out
-from capplan.errors import InputError
+from pydantic import ValidationError
+
+from capplan.config import PlanConfig, load_config
+from capplan.console import StageProgress, err, out
+from capplan.errors import EXIT_PARTIAL, InputError
+from capplan.executor import EXECUTORS
 from capplan.report import Report
 
 
@@ -57,12 +60,25 @@ def register(app: typer.Typer) -> None:
         fmt: Format = typer.Option(Format.table, "--format", help="table (human) or json (the report on stdout)."),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         n_calls: Optional[int] = typer.Option(None, "--n-calls", help="Policy evaluations per search (default 30)."),
+        executor: Optional[str] = typer.Option(
+            None, "--executor", help="Where the per-series work runs (regularised series' ETS and Prophet fits, "
+            "backtests, policy searches and replays): local (this process), processes (a pool on this machine; the "
+            "default) or dask (a dask.distributed cluster). The global LSTM (daily tier) is not split: it trains "
+            "once, in this process, on every series' windows. Default: plan.executor in the config."),
+        scheduler: Optional[str] = typer.Option(
+            None, "--scheduler", help="Dask scheduler address (tcp://HOST:8786) of an existing cluster; implies "
+            "--executor dask. Without it, dask starts a LocalCluster of --workers processes."),
+        workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes for processes or the dask "
+                                              "LocalCluster (default: up to 2)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
         """Forecast, tune and export: writes policy.yaml, manifests/, forecasts.parquet and report.json.
 
         Every figure is computed on an evaluation window the search never saw, next to the seeds'
         rules of thumb (training reserve = request x 1.2, inference reserve = peak x 1.5, scale at 70 %/30 %).
+
+        A series that raises in its own task is left out and listed under `failed` in report.json; the others
+        are planned and the exit code is 3.
         """
         from capplan.pipeline import run_plan
         from capplan.store import Store
@@ -72,11 +88,23 @@ def register(app: typer.Typer) -> None:
             if n_calls < 4:
                 raise InputError("--n-calls: must be at least 4")
             cfg.plan.n_calls = n_calls
+        if executor is not None and executor not in EXECUTORS:
+            raise InputError(f"--executor {executor}: use one of {', '.join(EXECUTORS)}")
+        if workers is not None and workers < 1:
+            raise InputError("--workers: must be at least 1")
+        try:
+            cfg.plan = PlanConfig.model_validate({**cfg.plan.model_dump(), **{k: v for k, v in {
+                "executor": executor or ("dask" if scheduler else None), "scheduler": scheduler,
+                "workers": workers}.items() if v is not None}})
+        except ValidationError as exc:
+            raise InputError(f"--executor/--scheduler: {exc.errors()[0]['msg']}") from None
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
         progress = StageProgress(enabled=not quiet)
         report = run_plan(source, cfg, out_dir, series=series, seed=seed, timezone=timezone, progress=progress,
                           store=Store(cfg.store))
+        for sid, f in report.failed.items():
+            err.print(f"[red]failed[/red] {sid} ({f.stage}): {f.error}", highlight=False)
         if fmt is Format.json:
             typer.echo(report.to_json())
         else:
@@ -86,3 +114,7 @@ def register(app: typer.Typer) -> None:
                     if w.startswith("policy:"):
                         out.print(f"[yellow]warning[/yellow] {sid}: {w}", highlight=False)
             out.print(f"wrote {out_dir}/ ({len(report.run.files)} files) in {report.run.duration_s:.0f} s")
+        if report.failed:
+            err.print(f"{len(report.failed)} series failed and were left out (report.json: failed); the others "
+                      f"were planned. Exit code {EXIT_PARTIAL}.", highlight=False)
+            raise typer.Exit(EXIT_PARTIAL)
