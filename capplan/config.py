@@ -170,6 +170,14 @@ class ForecastConfig(BaseModel):
     lstm_max_windows: int = Field(default=2000, ge=16)
     prophet_samples: int = Field(default=300, ge=50)
     events: list[str] = Field(default_factory=list)
+    registry_keep: int = Field(default=5, ge=1, description="model versions kept per series and tier in the "
+                               "registry (`models:`); older ones are removed after each save")
+
+    def registry(self, root: str):
+        """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
+        from forecasting.registry import ModelRegistry
+
+        return ModelRegistry(root, keep=self.registry_keep)
 
     def tier_options(self) -> dict[str, dict]:
         """Keyword options of each model's constructor (:func:`forecasting.tiers.make`)."""

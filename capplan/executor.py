@@ -175,7 +175,7 @@ class DaskExecutor(Executor):
             self._own = [self.client]
         else:
             cluster = LocalCluster(n_workers=default_workers() if workers is None else max(1, workers),
-                                   threads_per_worker=1, processes=True, dashboard_address=None,
+                                   threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
                                    host="127.0.0.1")
             self.client = Client(cluster)
             self._own = [self.client, cluster]

@@ -120,7 +120,7 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
         # only complete hours: the bucket holding the last 5-minute point counts if it ends there
         cut = {sid: (t + STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
         data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
-    m, res.models = fit_final(name, m, data, prep.meta, registry or ModelRegistry(cfg.models))
+    m, res.models = fit_final(name, m, data, prep.meta, registry or cfg.forecast.registry(cfg.models))
     f = m.predict(data)
     if m.step == "1h":
         f = bt.expand_to_grid(f)
@@ -168,7 +168,7 @@ class SeriesForecastTask:
 
 def forecast_one(task: SeriesForecastTask) -> tuple[dict[str, TierResult], list[str]]:
     """Every per-series model of one series (:func:`tier_forecasts`): ``(results, registry warnings)``."""
-    registry = ModelRegistry(task.cfg.models)
+    registry = task.cfg.forecast.registry(task.cfg.models)
     res = {n: tier_forecasts(task.prep, task.cfg, n, task.seed, n in ROLLING_MODELS, registry)
            for n in task.models}
     return res, list(registry.warnings)
@@ -224,7 +224,7 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         for s, r in ok:
             if r[1]:
                 warns.setdefault(s, []).extend(r[1])
-    registry = ModelRegistry(cfg.models)
+    registry = cfg.forecast.registry(cfg.models)
     for n in wanted:
         if n in GLOBAL_MODELS:
             results[n] = tier_forecasts(prep, cfg, n, seed, n in ROLLING_MODELS, registry, progress)

@@ -46,8 +46,13 @@ def library_versions(libs: tuple[str, ...] = LIBS) -> dict[str, str]:
 class ModelRegistry:
     """Save and reload fitted tier models (see module docstring)."""
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, keep: int | None = None):
+        """``keep``: versions kept per tier and key (series, or ``_global``); older ones are
+        removed after each save (:meth:`prune`). None keeps every version."""
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep={keep}: must be at least 1 (or None for all)")
         self.root = Path(root)
+        self.keep = keep
         self.warnings: list[str] = []
 
     def _dir(self, tier: str, key: str) -> Path:
@@ -79,7 +84,23 @@ class ModelRegistry:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        if self.keep is not None:
+            self.prune(tier, key, self.keep)
         return version
+
+    def versions(self, tier: str, key: str) -> list[str]:
+        """Saved versions of one tier and key, oldest first."""
+        base = self._dir(tier, key)
+        if not base.is_dir():
+            return []
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def prune(self, tier: str, key: str, keep: int) -> list[str]:
+        """Remove all but the newest ``keep`` versions of one tier and key. Returns the removed ones."""
+        old = self.versions(tier, key)[:-keep] if keep >= 1 else []
+        for v in old:
+            shutil.rmtree(self._dir(tier, key) / v, ignore_errors=True)
+        return old
 
     def latest(self, tier: str, key: str) -> tuple[Path, dict] | None:
         """Newest version folder and its metadata, or None."""

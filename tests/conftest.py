@@ -12,6 +12,7 @@ FAST_CONFIG = """\
 store: store
 plan:
   n_calls: 8
+  executor: local
 forecast:
   lstm_epochs: 2
   lstm_max_windows: 400
@@ -43,7 +44,9 @@ def fast_config(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def plan_run(tmp_path_factory, fast_config):
-    """One `capplan plan --format json` on three real series; returns (out_dir, report)."""
+    """The session's one real plan: `capplan plan --format json` on three real series (executor local,
+    store and models beside ``fast_config``); returns (out_dir, report, stderr). Shared by the
+    end-to-end, report, executor and dashboard tests (which read its store run)."""
     import subprocess
     import sys
 

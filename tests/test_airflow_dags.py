@@ -268,8 +268,11 @@ def test_resolve_config_path(tmp_path, monkeypatch):
 def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
     from capplan.config import load_config
 
-    monkeypatch.delenv("CAPPLAN_PROMETHEUS_TOKEN", raising=False)
-    monkeypatch.delenv("CAPPLAN_PROMETHEUS_PASSWORD", raising=False)
+    # setenv first, so that monkeypatch records the variables and removes what the code sets
+    # (delenv of an absent variable records nothing: the token would leak into later tests)
+    for var in ("CAPPLAN_PROMETHEUS_TOKEN", "CAPPLAN_PROMETHEUS_PASSWORD"):
+        monkeypatch.setenv(var, "placeholder")
+        monkeypatch.delenv(var)
     cfg = load_config(None)
     cfg = jobs.connection_overrides(cfg, {"host": "prom.example:9090", "schema": "https", "login": None,
                                           "password": None, "extra": {"bearer_token": "s3cret"}})
@@ -282,6 +285,12 @@ def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
     assert cfg.prometheus.basic_auth.username == "u" and cfg.prometheus.bearer_token_env is None
     assert "pw" not in cfg.model_dump_json()
     assert jobs.connection_overrides(cfg, None) is cfg
+
+
+def test_connection_secrets_do_not_outlive_their_test():
+    """Runs after the test above (file order): the token it handed over is gone again."""
+    assert os.environ.get("CAPPLAN_PROMETHEUS_TOKEN") != "s3cret"
+    assert os.environ.get("CAPPLAN_PROMETHEUS_PASSWORD") != "pw"
 
 
 def test_record_forecasts_keeps_exactly_the_successful_set(tmp_path):

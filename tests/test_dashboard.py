@@ -1,8 +1,9 @@
 """The Streamlit dashboard (issue 7): AppTest per page on a real fixture run, the
 ``capplan dashboard`` command, and a real headless-Chromium pass over every page.
 
-The fixture run is made once per session by the real pipeline (``capplan plan``
-on two sample series with small search and model settings, ~40-60 s).
+The fixture run is the session's one real plan (``plan_run`` in ``tests/conftest.py``:
+``capplan plan`` on three sample series with small search and model settings),
+shared with the end-to-end tests.
 
 Screenshots of the browser test go to a temporary folder (logged), or to
 ``$CAPPLAN_SCREENSHOTS`` when set.
@@ -24,10 +25,11 @@ from pathlib import Path
 import pytest
 
 from tests.ci import in_ci, unavailable
+from tests.conftest import E2E_SERIES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "dashboards" / "views"
-SERIES = ("train/vc6YE", "infer/nasa-http")
+SERIES = tuple(E2E_SERIES)
 CHROMIUM = os.environ.get("CAPPLAN_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CAPPLAN_CHROMEDRIVER", "/usr/bin/chromedriver")
 log = logging.getLogger(__name__)
@@ -43,35 +45,26 @@ def _env(**extra) -> dict:
 
 
 @pytest.fixture(scope="session")
-def fixture_run(tmp_path_factory) -> dict:
-    """A real run in a temporary store: {store, run_id, run_dir, report}.
+def fixture_run(plan_run, fast_config) -> dict:
+    """The session's one real plan (``plan_run`` in conftest.py), seen through its store:
+    {store, run_id, run_dir, config, report}.
 
     ``CAPPLAN_TEST_STORE=DIR`` reuses a store that already holds such a run (a
     copy is used), for quick local iterations; CI always runs the pipeline.
     """
-    base = tmp_path_factory.mktemp("dash")
     reuse = os.environ.get("CAPPLAN_TEST_STORE")
     if reuse and not in_ci():
-        shutil.copytree(reuse, base / "store")
-        store = base / "store"
+        base = Path(fast_config).parent
+        shutil.copytree(reuse, base / "reused-store")
+        store = base / "reused-store"
         run_id = (store / "runs" / "LATEST").read_text().strip()
         run_dir = store / "runs" / run_id
         return {"store": store, "run_id": run_id, "run_dir": run_dir, "config": None,
                 "report": json.loads((run_dir / "report.json").read_text())}
-    cfg = base / "capplan.yaml"
-    cfg.write_text("store: store\nplan: {n_calls: 6}\n"
-                   "forecast: {lstm_epochs: 1, lstm_max_windows: 200, prophet_samples: 50}\n")
-    args = [sys.executable, "-m", "capplan", "plan", "--config", str(cfg), "--out", str(base / "out"), "-q"]
-    for s in SERIES:
-        args += ["--series", s]
-    t0 = time.perf_counter()
-    r = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=600, cwd=base)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    log.info("fixture run made in %.0f s", time.perf_counter() - t0)
-    store = base / "store"
+    store = Path(fast_config).parent / "store"
     run_id = (store / "runs" / "LATEST").read_text().strip()
     run_dir = store / "runs" / run_id
-    return {"store": store, "run_id": run_id, "run_dir": run_dir, "config": cfg,
+    return {"store": store, "run_id": run_id, "run_dir": run_dir, "config": fast_config,
             "report": json.loads((run_dir / "report.json").read_text())}
 
 
@@ -134,7 +127,7 @@ def test_fleet_page(store_env):
     _ok(at)
     assert at.header[0].value == "Fleet"
     m = _metrics(at)
-    assert m["Series"] == "2"
+    assert m["Series"] == str(len(SERIES))
     rec = sum(s["recommended"]["cost_usd"] for s in rep["series"].values())
     base = sum(s["baseline"]["cost_usd"] for s in rep["series"].values())
     assert m["Recommended cost (eval. window)"] == _usd(rec)
