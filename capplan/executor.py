@@ -19,7 +19,9 @@ What every executor guarantees:
   the scheduler's ``distributed.scheduler.allowed-failures``, default 3;
   processes: the pool is restarted and unfinished items rerun, up to
   :data:`POOL_RESTARTS` times); an item that keeps killing workers fails;
-* progress: ``on_done(done, total, label)`` after each finished item.
+* progress: ``on_done(done, total, label)`` after each finished item;
+* :meth:`Executor.submit` starts the work and returns a function that waits for it,
+  so the driver can train the global LSTM while the workers run the per-series tasks.
 
 ``fn`` and the items must be picklable (top-level functions, plain data).
 """
@@ -82,14 +84,24 @@ class Executor:
     def map(self, fn: Callable[[T], R], items: Iterable[T], labels: list[str] | None = None,
             on_done: OnDone | None = None) -> list["R | Failed"]:
         """``[fn(x) for x in items]`` with per-item failures as :class:`Failed`, in input order."""
+        return self.submit(fn, items, labels, on_done)()
+
+    def submit(self, fn: Callable[[T], R], items: Iterable[T], labels: list[str] | None = None,
+               on_done: OnDone | None = None) -> Callable[[], list["R | Failed"]]:
+        """Start :meth:`map`'s work and return a function that waits for its results, so
+        the caller can work meanwhile (here: nothing starts before that function is called)."""
         items = list(items)
         labels = labels or [str(i) for i in range(len(items))]
-        out = []
-        for i, x in enumerate(items):
-            out.append(guarded(fn, x))
-            if on_done:
-                on_done(i + 1, len(items), labels[i])
-        return out
+
+        def gather():
+            out = []
+            for i, x in enumerate(items):
+                out.append(guarded(fn, x))
+                if on_done:
+                    on_done(i + 1, len(items), labels[i])
+            return out
+
+        return gather
 
     def close(self) -> None:
         """Release workers (a no-op here)."""
@@ -115,17 +127,23 @@ class ProcessExecutor(Executor):
             self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
         return self._pool
 
-    def map(self, fn, items, labels=None, on_done=None):
+    def submit(self, fn, items, labels=None, on_done=None):
         items = list(items)
         if self.workers == 1 or len(items) <= 1:
-            return super().map(fn, items, labels, on_done)
+            return super().submit(fn, items, labels, on_done)
         labels = labels or [str(i) for i in range(len(items))]
+        pool = self._get_pool()
+        first = {pool.submit(guarded, fn, x): i for i, x in enumerate(items)}
+        return lambda: self._gather(fn, items, labels, on_done, first)
+
+    def _gather(self, fn, items, labels, on_done, futs):
         out: list = [None] * len(items)
-        todo = list(range(len(items)))
         done = 0
+        todo: list[int] = []
         for attempt in range(POOL_RESTARTS + 1):
-            pool = self._get_pool()
-            futs = {pool.submit(guarded, fn, items[i]): i for i in todo}
+            if attempt:
+                pool = self._get_pool()
+                futs = {pool.submit(guarded, fn, items[i]): i for i in todo}
             broken = []
             pending = set(futs)
             while pending:
@@ -180,16 +198,20 @@ class DaskExecutor(Executor):
             self.client = Client(cluster)
             self._own = [self.client, cluster]
 
-    def map(self, fn, items, labels=None, on_done=None):
-        from dask.distributed import as_completed
-
+    def submit(self, fn, items, labels=None, on_done=None):
         items = list(items)
         if not items:
-            return []
+            return list
         labels = labels or [str(i) for i in range(len(items))]
         futs = self.client.map(guarded, [fn] * len(items), items, pure=False)
+        return lambda: self._gather(futs, labels, on_done)
+
+    @staticmethod
+    def _gather(futs, labels, on_done):
+        from dask.distributed import as_completed
+
         index = {f.key: i for i, f in enumerate(futs)}
-        out: list = [None] * len(items)
+        out: list = [None] * len(futs)
         for n, f in enumerate(as_completed(futs), start=1):
             i = index[f.key]
             try:
@@ -197,7 +219,7 @@ class DaskExecutor(Executor):
             except Exception as exc:  # noqa: BLE001  (KilledWorker & co: this item's failure, reported)
                 out[i] = Failed.of(exc)
             if on_done:
-                on_done(n, len(items), labels[i])
+                on_done(n, len(futs), labels[i])
         return out
 
     def close(self) -> None:

@@ -206,28 +206,39 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     results = dict(done or {})
     wanted = [n for n in ROLLING_MODELS + tuple(extra_models) if n not in results]
     per_series = tuple(n for n in wanted if n not in GLOBAL_MODELS)
+    global_models = [n for n in wanted if n in GLOBAL_MODELS]
+    ex = executor or _LOCAL
     warns: dict[str, list[str]] = {}
+    registry = cfg.forecast.registry(cfg.models)
+    gather = None
+    sids = list(prep.windows)
     if per_series:
-        sids = list(prep.windows)
-        progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {(executor or _LOCAL).name} "
-                             "executor")
+        progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {ex.name} executor")
         tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed) for s in sids]
-        out = (executor or _LOCAL).map(forecast_one, tasks, sids, _on_done(progress, "forecast"))
+        gather = ex.submit(forecast_one, tasks, sids, _on_done(progress, "forecast"))
+
+    def global_fits(p: Prepared) -> dict[str, TierResult]:
+        return {n: tier_forecasts(p, cfg, n, seed, n in ROLLING_MODELS, registry, progress) for n in global_models}
+
+    # the global models train here while the workers run the per-series tasks
+    glob = global_fits(prep)
+    if gather is not None:
+        out = gather()
         bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
+        ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
         if bad:
             prep = prep.drop("forecast", bad)
-        ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
-        if not ok:
-            raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
+            if not ok:
+                raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
+            glob = global_fits(prep)  # without the failed series, as a run without them would be
         for n in per_series:
             results[n] = _merge(n, [r[0][n] for _, r in ok])
         for s, r in ok:
             if r[1]:
                 warns.setdefault(s, []).extend(r[1])
-    registry = cfg.forecast.registry(cfg.models)
-    for n in wanted:
-        if n in GLOBAL_MODELS:
-            results[n] = tier_forecasts(prep, cfg, n, seed, n in ROLLING_MODELS, registry, progress)
+    results.update(glob)
+    order = [*ROLLING_MODELS, *extra_models]
+    results = {n: results[n] for n in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
     fc = combine_stage(prep, results, progress)
     for s, w in warns.items():
         fc.warnings.setdefault(s, []).extend(w)

@@ -111,7 +111,7 @@ def test_plan_on_a_dask_cluster_equals_the_local_run(plan_run, tmp_path):
                                   rtol=1e-9)
 
 
-def test_a_series_that_raises_fails_only_itself(tmp_path, fast_config, capsys, monkeypatch):
+def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
     """One series' search raises: it is listed under `failed`, the others are planned, exit code 3."""
     from capplan import pipeline
     from optimizer import tuning
@@ -125,8 +125,10 @@ def test_a_series_that_raises_fails_only_itself(tmp_path, fast_config, capsys, m
         return real(task)
 
     monkeypatch.setattr(pipeline, "search_one", flaky)
+    cfg = tmp_path / "fast.yaml"  # its own store: the session plan's store stays as the dashboard tests expect
+    cfg.write_text(FAST_CONFIG)
     out = tmp_path / "out"
-    code, stdout, err = run_cli(["plan", "--config", str(fast_config), "--executor", "local", "--n-calls", "4",
+    code, stdout, err = run_cli(["plan", "--config", str(cfg), "--executor", "local", "--n-calls", "4",
                                  "--series", "infer/azure-llm-conv", "--series", "infer/nasa-http", "--out", str(out),
                                  "--format", "json", "-q"], capsys)
     assert code == 3, err

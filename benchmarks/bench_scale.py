@@ -1,0 +1,172 @@
+"""Benchmark: how `capplan plan` scales with the number of series, and local against Dask.
+
+Run: ``.venv/bin/python benchmarks/bench_scale.py [--sizes 1 10 100] [--compare 40] [--fast]``
+
+Series are copies of the embedded sample's real series with multiplicative noise
+(seeded; ``<id>~k``), so every size plans realistic shapes. Each plan runs in a
+fresh subprocess, so its peak RSS is its own. Prints:
+
+1. per size and stage: wall seconds and the peak RSS (MiB, this process plus its
+   worker processes, ``resource.getrusage`` high-water marks) after the stage;
+   then per stage the fitted growth exponent ``b`` of ``seconds ~ a * n^b``
+   (least squares on log-log; 1 = linear);
+2. ``--compare N`` series with ``--executor local`` and ``--executor dask --workers 2``
+   in the same run, and the speed-up (the target is >= 1.7x on a 2-core machine);
+3. ``--reuse``: a second plan on the same model registry (models fresh for their
+   cadence) against the cold one (target: <= 40 % of the cold run).
+
+``--fast`` uses the test suite's small settings (8 search calls, 2 LSTM epochs);
+without it, the defaults. Figures on a shared machine are noisy: compare ratios
+measured in one run, not absolute seconds across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+STAGES = ("load_stage", "regularise_stage", "forecast_stage", "backtest_stage", "search_stage", "export_stage")
+FAST = {"plan": {"n_calls": 8}, "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+
+
+def peak_mib() -> float:
+    """High-water RSS of this process plus that of its finished children (MiB)."""
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024.0
+
+
+def make_source(n: int, path: Path, seed: int = 0) -> None:
+    """``n`` noisy copies of the sample's series (cycled) as a parquet source with kind and unit."""
+    import numpy as np
+    import pandas as pd
+
+    from capplan.sources import load_source
+
+    loaded = load_source("sample")
+    ids = sorted(loaded.frame["series_id"].unique())
+    rng = np.random.default_rng(seed)
+    parts = []
+    for k in range(n):
+        src = ids[k % len(ids)]
+        g = loaded.frame[loaded.frame["series_id"] == src].copy()
+        noise = rng.lognormal(0.0, 0.1, len(g))
+        g["value"] = np.where(g["value"].notna(), np.round(g["value"] * noise), np.nan)
+        g["series_id"] = f"{src}~{k}"
+        g["kind"], g["unit"] = loaded.meta[src].kind, loaded.meta[src].unit
+        parts.append(g)
+    pd.concat(parts, ignore_index=True).to_parquet(path, index=False)
+
+
+def one(n: int, executor: str, workers: int | None, fast: bool, models: str | None) -> dict:
+    """One plan on ``n`` series in this process: seconds and peak RSS per stage."""
+    from capplan import pipeline
+    from capplan.config import CapplanConfig
+
+    cfg = CapplanConfig.model_validate(FAST if fast else {})
+    cfg.plan.executor, cfg.plan.workers = executor, workers
+    rows = {}
+
+    def wrap(name):
+        fn = getattr(pipeline, name)
+
+        def inner(*a, **k):
+            t = time.perf_counter()
+            r = fn(*a, **k)
+            rows[name.replace("_stage", "")] = {"s": round(time.perf_counter() - t, 2), "peak_mib": round(peak_mib())}
+            return r
+
+        setattr(pipeline, name, inner)
+
+    for s in STAGES:
+        wrap(s)
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "demand.parquet"
+        make_source(n, src)
+        cfg.models = models or str(Path(d) / "models")
+        cfg.store = str(Path(d) / "store")
+        t0 = time.perf_counter()
+        rep = pipeline.run_plan(f"parquet:{src}", cfg, Path(d) / "out", seed=0)
+        total = time.perf_counter() - t0
+    return {"n": n, "executor": executor, "workers": workers, "total_s": round(total, 2), "stages": rows,
+            "peak_mib": round(peak_mib()), "planned": len(rep.series), "failed": len(rep.failed)}
+
+
+def run_child(n: int, executor: str, workers: int | None, fast: bool, models: str | None = None) -> dict:
+    args = [sys.executable, __file__, "--one", str(n), "--executor", executor]
+    if workers:
+        args += ["--workers", str(workers)]
+    if fast:
+        args.append("--fast")
+    if models:
+        args += ["--models", models]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if r.returncode != 0 or line is None:
+        raise SystemExit(f"plan on {n} series ({executor}) failed:\n{r.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def exponent(xs: list[int], ys: list[float]) -> float:
+    import numpy as np
+
+    ok = [(x, y) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(ok) < 2:
+        return float("nan")
+    lx, ly = np.log([o[0] for o in ok]), np.log([o[1] for o in ok])
+    return float(np.polyfit(lx, ly, 1)[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[1, 10, 100])
+    ap.add_argument("--compare", type=int, default=40, help="series for local vs dask --workers 2 (0: skip)")
+    ap.add_argument("--reuse", type=int, default=0, help="series for the cold vs warm-registry runs (0: skip)")
+    ap.add_argument("--executor", default="local")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--fast", action="store_true")
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--models", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one is not None:
+        print("RESULT " + json.dumps(one(a.one, a.executor, a.workers, a.fast, a.models)), flush=True)
+        return
+    print(f"settings: {'fast (test suite)' if a.fast else 'defaults'}; executor {a.executor}")
+    res = []
+    for n in a.sizes:
+        r = run_child(n, a.executor, a.workers, a.fast)
+        res.append(r)
+        print(f"\n{n} series: total {r['total_s']:.1f} s, peak RSS {r['peak_mib']} MiB")
+        print(f"  {'stage':<12}{'seconds':>10}{'peak MiB':>10}")
+        for st, v in r["stages"].items():
+            print(f"  {st:<12}{v['s']:>10.1f}{v['peak_mib']:>10}")
+    if len(res) > 1:
+        print("\ngrowth exponent b (seconds ~ n^b):")
+        for st in res[0]["stages"]:
+            print(f"  {st:<12}{exponent([r['n'] for r in res], [r['stages'][st]['s'] for r in res]):>6.2f}")
+        print(f"  {'total':<12}{exponent([r['n'] for r in res], [r['total_s'] for r in res]):>6.2f}")
+    if a.compare:
+        loc = run_child(a.compare, "local", None, a.fast)
+        dsk = run_child(a.compare, "dask", 2, a.fast)
+        print(f"\n{a.compare} series: local {loc['total_s']:.1f} s, dask --workers 2 {dsk['total_s']:.1f} s, "
+              f"speed-up {loc['total_s'] / dsk['total_s']:.2f}x (target >= 1.7x)")
+        for st in loc["stages"]:
+            print(f"  {st:<12} local {loc['stages'][st]['s']:>7.1f} s   dask {dsk['stages'][st]['s']:>7.1f} s")
+    if a.reuse:
+        with tempfile.TemporaryDirectory() as d:
+            cold = run_child(a.reuse, a.executor, a.workers, a.fast, models=d)
+            warm = run_child(a.reuse, a.executor, a.workers, a.fast, models=d)
+        print(f"\n{a.reuse} series, same registry: cold {cold['total_s']:.1f} s, second run {warm['total_s']:.1f} s "
+              f"= {100 * warm['total_s'] / cold['total_s']:.0f} % of cold (target <= 40 %)")
+
+
+if __name__ == "__main__":
+    main()
