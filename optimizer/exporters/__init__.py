@@ -41,7 +41,7 @@ from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.exporters.settings import ExportSettings, coerce
-from optimizer.exporters.validate import ExportValidationError, Problem, validate_dir
+from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
 from optimizer.policy import SeriesPlan
 
 ORDER = ("policy", "keda", "hpa", "adapter", "volcano", "priorityclass")
@@ -74,8 +74,6 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
 
 
 def schemas_dir(settings: ExportSettings) -> Path:
-    from optimizer.exporters.validate import default_schemas_dir
-
     return Path(settings.schemas_dir) if settings.schemas_dir else default_schemas_dir()
 
 
@@ -101,27 +99,10 @@ def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Pat
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
         paths.append(p)
-    problems = validate_dir_subset(out_dir, list(files), s)
+    problems = validate_files(out_dir, list(files), schemas_dir(s), s.kubernetes_version)
     if problems:
         raise ExportValidationError(problems)
     return paths
-
-
-def validate_dir_subset(root: Path, rels: list[str], settings: ExportSettings) -> list[Problem]:
-    """Validate the exporter's own files under ``root`` (other files such as parquet are ignored)."""
-    from optimizer.exporters.lint import lint
-    from optimizer.exporters.validate import load_docs, validate_object
-
-    problems: list[Problem] = []
-    items = []
-    sd = schemas_dir(settings)
-    for rel in sorted(rels):
-        docs, probs = load_docs(root / rel, rel)
-        problems += probs
-        for d in docs:
-            problems += validate_object(d, rel, sd, settings.kubernetes_version)
-            items.append((rel, d))
-    return problems + lint(items, root)
 
 
 __all__ = ["write_all", "render_all", "WRITERS", "register", "Doc", "Context", "ExportSettings",

@@ -28,7 +28,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from optimizer.exporters.names import is_label
-from optimizer.exporters.validate import YAML_SUFFIXES, Problem
+from optimizer.exporters.problem import YAML_SUFFIXES, Problem
 
 RESOURCE_METRICS = {"cpu", "memory"}
 WINDOW_RANGE = (0, 3600)
