@@ -46,7 +46,9 @@ from forecasting.regularise import RegulariseReport, regularise, to_hourly
 from forecasting.tiers import TIER_NAMES, daily_lstm, make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, sanitise_quantiles
 from optimizer import baseline as base
+from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.policy import InferenceParams, Metrics, SeriesPlan, TrainingParams
+from optimizer.prescale import fallback_replicas, prescale_windows
 from optimizer.prices import price_for
 from optimizer.replay import ReplayInput, latest_before, period_lookup, replay_inference, replay_training
 from optimizer.search import inference_space, objective_value, run_search, training_space
@@ -557,6 +559,7 @@ def build_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome
         meta = prep.meta[sid]
         f = fc.final[fc.final["series_id"] == sid]
         last = f["issued_at"].iloc[0]
+        hist = prep.h5[prep.h5["series_id"] == sid]
         if meta.kind == "training":
             p = TrainingParams(**oc.params)
             wk = fc.final_tiers["weekly"]
@@ -574,38 +577,20 @@ def build_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome
                 plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
                 capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
             plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
-                         "quota_gpus": meta.quota_gpus, "valid_from": last.isoformat()})
+                         "quota_gpus": meta.quota_gpus, "last_peak_gpus": last_nonzero_peak(hist),
+                         "valid_from": last.isoformat()})
         else:
             p = InferenceParams(**oc.params)
             plan = {"min_replicas": p.min_replicas, "max_replicas": p.max_replicas,
-                    "target_utilization": p.target_utilization, "prescale": _prescale_windows(f, p),
+                    "target_utilization": p.target_utilization, "prescale": prescale_windows(f, p),
+                    "fallback_replicas": fallback_replicas(f, p),
                     "valid_from": last.isoformat()}
+        plan["baseline"] = baseline_levels(meta.kind, hist)
         plans.append(SeriesPlan(series_id=sid, kind=meta.kind, unit=meta.unit, gpu_model=meta.gpu_model,
                                 timezone=meta.timezone, params=oc.params, plan=plan, recommended=oc.recommended,
                                 baseline=oc.baseline, forecast_version=run_id,
                                 fallbacks=prep.notes.get(sid, []) + fc.fallbacks.get(sid, []) + oc.notes))
     return plans
-
-
-def _prescale_windows(f: pd.DataFrame, p: InferenceParams, max_windows: int = 48) -> list[dict]:
-    """Hours of the next 7 days whose forecast needs more than ``min_replicas``:
-    ``[{start, end, desired_replicas}]``, starting ``prescale_lead_s`` early."""
-    if p.prescale_quantile == "none":
-        return []
-    s = f.set_index("timestamp")[p.prescale_quantile].resample("1h").max()
-    need = np.ceil(s / p.target_utilization - 1e-9).clip(lower=p.min_replicas, upper=p.max_replicas)
-    out = []
-    lead = pd.Timedelta(seconds=p.prescale_lead_s)
-    for ts, n in need.items():
-        if n <= p.min_replicas:
-            continue
-        if out and out[-1]["desired_replicas"] == int(n) and pd.Timestamp(out[-1]["end"]) == ts - lead:
-            out[-1]["end"] = (ts + pd.Timedelta("1h") - lead).isoformat()
-            continue
-        out.append({"start": (ts - lead).isoformat(), "end": (ts + pd.Timedelta("1h") - lead).isoformat(),
-                    "desired_replicas": int(n)})
-    out.sort(key=lambda w: -w["desired_replicas"])
-    return sorted(out[:max_windows], key=lambda w: w["start"])
 
 
 def versions() -> dict[str, str]:
@@ -737,6 +722,10 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
            "source": source, "versions": versions(), "stage_seconds": timings,
            "coverage_target": cfg.plan.coverage_target, "n_calls": cfg.plan.n_calls}
     report = build_report(run, prep, fc, scores, outcomes, plans)
+    from optimizer.exporters import export_warnings
+
+    for sid, ws in export_warnings(plans, cfg.export).items():
+        report["series"][sid]["warnings"] += ws
     report["run"]["duration_s"] = round(time.perf_counter() - t0, 3)
     files = timed("export", export_stage, Path(out), report, plans, fc, outcomes, prep, cfg, store, progress)
     report["run"]["files"] = files

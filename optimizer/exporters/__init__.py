@@ -4,6 +4,7 @@ One module per target, each registered by name in :data:`WRITERS`
 (:func:`optimizer.exporters.base.register`):
 
 * ``policy`` (:mod:`.policy`) — ``policy.yaml``, the DispatcherPolicy;
+* ``crd`` (:mod:`.policy`, :mod:`.crd`) — its CustomResourceDefinition;
 * ``keda`` (:mod:`.keda`) — ScaledObject + TriggerAuthentication;
 * ``hpa`` (:mod:`.hpa`) — ``autoscaling/v2`` HPA on an External DCGM metric;
 * ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
@@ -15,6 +16,7 @@ plus ``manifests/kustomization.yaml`` (:mod:`.kustomization`) listing the set.
 Layout of the output folder::
 
     policy.yaml
+    crds/capplan.io_dispatcherpolicies.yaml   kubectl apply -f crds/ (then policy.yaml)
     manifests/            kubectl apply -k manifests/
       kustomization.yaml
       <name>-scaledobject.yaml | <name>-hpa.yaml   (export.autoscaler: keda | hpa)
@@ -44,8 +46,8 @@ from optimizer.exporters.settings import ExportSettings, coerce
 from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
 from optimizer.policy import SeriesPlan
 
-ORDER = ("policy", "keda", "hpa", "adapter", "volcano", "priorityclass")
-OWNED = ("policy.yaml", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
+ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
+OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
 
 
 def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
@@ -70,6 +72,21 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
         if d.path in out:
             raise ValueError(f"two writers produced {d.path}")
         out[d.path] = render(d)
+    return out
+
+
+def export_warnings(plans: list[SeriesPlan], settings=None) -> dict[str, list[str]]:
+    """``series_id -> messages`` (each starting ``export:``) about what a user must act on
+    before applying the manifests: a placeholder Prometheus address, an idle pool's
+    non-zero cap, a plan above the quota. The pipeline puts them in the report's warnings."""
+    from optimizer.exporters import keda, volcano
+
+    s = coerce(settings)
+    ctx = Context.build(plans, s)
+    out: dict[str, list[str]] = {}
+    for mod in (keda, volcano):
+        for sid, ws in mod.warnings(plans, ctx).items():
+            out.setdefault(sid, []).extend(ws)
     return out
 
 
@@ -105,5 +122,5 @@ def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Pat
     return paths
 
 
-__all__ = ["write_all", "render_all", "WRITERS", "register", "Doc", "Context", "ExportSettings",
+__all__ = ["write_all", "render_all", "export_warnings", "WRITERS", "register", "Doc", "Context", "ExportSettings",
            "ExportValidationError", "Problem", "validate_dir", "k8s_name", "assign_names", "OWNED"]

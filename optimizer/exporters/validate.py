@@ -8,7 +8,9 @@
   ``schemas/README.md``), made strict the way the API server prunes unknown
   fields: ``additionalProperties: false`` wherever a CRD lists ``properties``
   without ``x-kubernetes-preserve-unknown-fields``.
-* ``policy.yaml`` against ``schemas/dispatcherpolicy.schema.json``; the
+* ``policy.yaml`` against ``schemas/dispatcherpolicy.schema.json`` and against
+  the DispatcherPolicy CRD generated from it
+  (``schemas/capplan.io_dispatcherpolicies.yaml``, :mod:`.crd`); the
   kustomization and the prometheus-adapter rules against small schemas here.
 
 Then the semantic rules of :mod:`.lint` run over everything. Every finding is
@@ -32,6 +34,7 @@ SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("keda.sh", "TriggerAuthentication"): "keda.sh_triggerauthentications.yaml",
     ("scheduling.volcano.sh", "Queue"): "scheduling.volcano.sh_queues.yaml",
+    ("capplan.io", "DispatcherPolicy"): "capplan.io_dispatcherpolicies.yaml",  # generated, optimizer.exporters.crd
 }
 POLICY_SCHEMA = "dispatcherpolicy.schema.json"
 
@@ -91,6 +94,13 @@ def _strict(node):
     if (out.get("type") == "object" and "properties" in out and "additionalProperties" not in out
             and not out.get("x-kubernetes-preserve-unknown-fields")):
         out["additionalProperties"] = False
+    if out.pop("nullable", False) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if out.get(ex) is True and bound in out:  # OpenAPI v3.0 boolean form -> JSON Schema number
+            out[ex] = out.pop(bound)
+        elif out.get(ex) is False:
+            out.pop(ex)
     if out.get("x-kubernetes-int-or-string") and "anyOf" not in out:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
         out.pop("type", None)
@@ -139,7 +149,13 @@ def validate_object(obj, file: str, schemas_dir: str | Path | None = None, k8s_v
     if kind == "Kustomization":
         return _jsonschema_problems(obj, KUSTOMIZATION_SCHEMA, file, "schema:kustomization")
     if kind == "DispatcherPolicy":
-        return _jsonschema_problems(obj, policy_schema(sd), file, "schema:dispatcherpolicy")
+        # the JSON Schema (with the per-kind rules), then the CRD the API server applies
+        found = _jsonschema_problems(obj, policy_schema(sd), file, "schema:dispatcherpolicy")
+        s = crd_schema(sd, "capplan.io", kind, api.rpartition("/")[2]) if api.startswith("capplan.io/") else None
+        seen = {p.path for p in found}
+        if s is not None:
+            found += [p for p in _jsonschema_problems(obj, s, file, "schema:crd/DispatcherPolicy") if p.path not in seen]
+        return found
     group, _, version = api.rpartition("/")
     if (group, kind) in SCHEMA_FILES:
         s = crd_schema(sd, group, kind, version)
