@@ -38,6 +38,7 @@ from capplan.config import CapplanConfig
 from capplan.errors import InputError
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
+from capplan.summary import fleet_summary
 from forecasting import backtest as bt
 from forecasting import combine
 from forecasting.metrics import seasonal_scale
@@ -660,8 +661,11 @@ def export_stage(out: Path, report: dict, plans: list[SeriesPlan], fc: Forecasts
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
     ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``.
     """
-    from optimizer.exporters import write_all
+    from optimizer.exporters import export_warnings, write_all
 
+    for sid, ws in export_warnings(plans, cfg.export).items():  # what to act on before applying
+        report["series"][sid]["warnings"] += ws
+    report["summary"] = fleet_summary(report)
     run_id = report["run"]["run_id"]
     with atomic.replace_dir(out) as tmp:
         progress("export", "writing policy and manifests")
@@ -722,10 +726,6 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
            "source": source, "versions": versions(), "stage_seconds": timings,
            "coverage_target": cfg.plan.coverage_target, "n_calls": cfg.plan.n_calls}
     report = build_report(run, prep, fc, scores, outcomes, plans)
-    from optimizer.exporters import export_warnings
-
-    for sid, ws in export_warnings(plans, cfg.export).items():
-        report["series"][sid]["warnings"] += ws
     report["run"]["duration_s"] = round(time.perf_counter() - t0, 3)
     files = timed("export", export_stage, Path(out), report, plans, fc, outcomes, prep, cfg, store, progress)
     report["run"]["files"] = files
