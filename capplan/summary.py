@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+from pydantic import BaseModel, Field
+
 #: the policies shown first, in this order; others follow by name
 FIRST = ("recommended", "baseline")
 
@@ -43,18 +45,37 @@ def _finite(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
-def fleet_summary(report: dict) -> dict:
-    """The fleet summary of a plan report (``{"run": {...}, "series": {id: entry}}``).
+class MissedTarget(BaseModel):
+    """A series whose recommended coverage is below the target on its evaluation window."""
 
-    Returns ``{"series": n, "coverage_target": ratio, "cost_usd": {policy: USD},
-    "series_counted": {policy: n}, "saving_usd": baseline - recommended,
-    "saving_ratio": saving / baseline cost (0-1, None when the baseline costs 0),
-    "missing_target": [{"series_id", "coverage", "target"}]}``. A policy missing
-    from some series is summed over those that have it (``series_counted`` says how
-    many). A series misses the target when its recommended coverage is below
-    ``run.coverage_target``; a coverage that is undefined (no observed demand)
-    is not a miss.
+    series_id: str
+    coverage: float = Field(description="recommended policy's coverage (0-1)")
+    target: float = Field(description="run.coverage_target (0-1)")
+
+
+class FleetSummary(BaseModel):
+    """``report.json``'s ``summary``: the fleet on the evaluation windows."""
+
+    series: int = Field(description="series in the report")
+    coverage_target: float = Field(description="ratio 0-1")
+    cost_usd: dict[str, float] = Field(description="policy -> USD summed over the series that have it")
+    series_counted: dict[str, int] = Field(description="policy -> series summed in cost_usd")
+    saving_usd: float | None = Field(description="baseline - recommended, USD (negative: the plan costs more)")
+    saving_ratio: float | None = Field(description="saving_usd / baseline cost (0-1); null when the baseline costs 0")
+    missing_target: list[MissedTarget] = Field(default_factory=list)
+
+
+def fleet_summary(report) -> FleetSummary:
+    """The fleet summary of a plan report (:class:`capplan.report.Report` or its dict,
+    ``{"run": {...}, "series": {id: entry}}``).
+
+    A policy missing from some series is summed over those that have it
+    (``series_counted`` says how many). A series misses the target when its
+    recommended coverage is below ``run.coverage_target``; a coverage that is
+    undefined (no observed demand) is not a miss.
     """
+    if hasattr(report, "model_dump"):
+        report = report.model_dump()
     series = report.get("series") or {}
     target = float((report.get("run") or {}).get("coverage_target", 0.95))
     cost: dict[str, float] = {}
@@ -70,19 +91,19 @@ def fleet_summary(report: dict) -> dict:
             missing.append({"series_id": sid, "coverage": round(float(cov), 4), "target": target})
     rec, base = cost.get("recommended"), cost.get("baseline")
     saving = (base - rec) if rec is not None and base is not None else None
-    return {
-        "series": len(series),
-        "coverage_target": target,
-        "cost_usd": {k: round(cost[k], 2) for k in ordered(cost)},
-        "series_counted": {k: counted[k] for k in ordered(counted)},
-        "saving_usd": round(saving, 2) if saving is not None else None,
-        "saving_ratio": round(saving / base, 4) if saving is not None and base else None,
-        "missing_target": missing,
-    }
+    return FleetSummary(
+        series=len(series), coverage_target=target,
+        cost_usd={k: round(cost[k], 2) for k in ordered(cost)},
+        series_counted={k: counted[k] for k in ordered(counted)},
+        saving_usd=round(saving, 2) if saving is not None else None,
+        saving_ratio=round(saving / base, 4) if saving is not None and base else None,
+        missing_target=[MissedTarget(**m) for m in missing])
 
 
-def summary_lines(summary: dict) -> list[str]:
-    """Human lines for the summary (printed under the plan table)."""
+def summary_lines(summary) -> list[str]:
+    """Human lines for the summary (:class:`FleetSummary` or its dict), printed under the plan table."""
+    if hasattr(summary, "model_dump"):
+        summary = summary.model_dump()
     n = summary["series"]
     parts = []
     for k, v in summary["cost_usd"].items():

@@ -68,7 +68,7 @@ def test_table_keeps_numbers_whole_at_narrow_widths(width):
 # 12 -----------------------------------------------------------------------------------------------
 def test_fleet_summary_totals_saving_and_misses():
     rep = report()
-    s = fleet_summary(rep)
+    s = fleet_summary(rep).model_dump()
     assert s["cost_usd"]["recommended"] == pytest.approx(3_456_789.4 + 108_765.0)
     assert s["cost_usd"]["baseline"] == pytest.approx(4_108_237.9 + 98_001.0)
     assert s["cost_usd"]["reactive"] == pytest.approx(3_900_123.0 + 101_000.0)
@@ -117,11 +117,15 @@ def _cli(argv, capsys):
 def test_plan_formats_output_file_and_series_flags(tmp_path, monkeypatch, capsys):
     seen = {}
 
+    class Result:  # what run_plan returns: a capplan.report.Report; the command reads its model_dump()
+        def model_dump(self):
+            rep = report()
+            rep["summary"] = fleet_summary(rep).model_dump()
+            return rep
+
     def fake_run_plan(source, cfg, out, series=None, **kw):
         seen["series"] = series
-        rep = report()
-        rep["summary"] = fleet_summary(rep)
-        return rep
+        return Result()
 
     monkeypatch.setattr("capplan.pipeline.run_plan", fake_run_plan)
     base = ["plan", "--out", str(tmp_path / "o"), "-q", "--series", "train/a,infer/b", "--series", "infer/c"]

@@ -132,8 +132,9 @@ def register(app: typer.Typer) -> None:
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
-            report = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
+            result = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
                               progress=progress, store=Store(cfg.store))
+        report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
         def table(console: Console) -> None:
             print_report(report, console, verbose)

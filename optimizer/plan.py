@@ -1,0 +1,69 @@
+"""Plan arithmetic: tuned parameters and the 7-day forecast in, capacity per lead time out.
+
+Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
+
+* ``reserved_gpus`` = ceil(reservation_ratio x mean of the weekly tier's quantile) — the weekly commitment;
+* the day's target = ceil(headroom x max of the combined quantile over the next 24 h); what it adds to
+  the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
+* with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that;
+* ``capability_gpus`` (the Volcano Queue's ceiling) covers the week's p99 with headroom; ``deserved_gpus``
+  is the next day's p50; ``last_peak_gpus`` is the peak of the last day with demand
+  (:func:`optimizer.history_levels.last_nonzero_peak`). How the Queue's fields follow from these and the
+  quota: :mod:`optimizer.exporters.volcano`.
+
+Inference services (replicas; :class:`optimizer.policy.InferenceParams`): the HPA's min/max replicas and
+target, pre-scaling windows for the forecast peaks and the replicas to hold when the metric source fails
+(:mod:`optimizer.prescale`).
+
+Both carry ``baseline``: what the seeds' rules of thumb would set from the last day of history
+(:func:`optimizer.history_levels.baseline_levels`), quoted next to the tuned numbers in the manifests.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from optimizer.history_levels import baseline_levels, last_nonzero_peak
+from optimizer.policy import InferenceParams, TrainingParams
+from optimizer.prescale import fallback_replicas, prescale_windows
+
+
+def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
+                  quota_gpus: float | None = None, history: pd.DataFrame | None = None) -> dict:
+    """The plan of one series (the ``plan`` of :class:`optimizer.policy.SeriesPlan`).
+
+    ``final``: the series' combined 7-day plan forecast (forecast frame, one
+    ``issued_at``); ``weekly``: the weekly tier's plan forecast of the series
+    (training only; empty means no reservation). ``valid_from`` is ``issued_at``. ``history``: the
+    series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
+
+    Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model.
+    """
+    f = final
+    last = f["issued_at"].iloc[0]
+    hist = history if history is not None else pd.DataFrame({"timestamp": pd.to_datetime([], utc=True), "value": []})
+    if kind == "training":
+        p = TrainingParams(**params)
+        day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
+        reserved = math.ceil(p.reservation_ratio * float(weekly[p.quantile].mean()) - 1e-9) if len(weekly) else 0
+        target = math.ceil(p.headroom * float(day[p.quantile].max()) - 1e-9)
+        flex = max(target - reserved, 0)
+        spot = int(round(p.spot_fraction * flex))
+        capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)
+        plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
+        if p.topup_quantile != "none":
+            hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
+            want = math.ceil(p.topup_headroom * float(hour[p.topup_quantile].max()) - 1e-9)
+            plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
+            capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
+        plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
+                     "quota_gpus": quota_gpus, "last_peak_gpus": last_nonzero_peak(hist),
+                     "valid_from": last.isoformat(), "baseline": baseline_levels(kind, hist)})
+        return plan
+    p = InferenceParams(**params)
+    return {"min_replicas": p.min_replicas, "max_replicas": p.max_replicas,
+            "target_utilization": p.target_utilization, "prescale": prescale_windows(f, p),
+            "fallback_replicas": fallback_replicas(f, p), "valid_from": last.isoformat(),
+            "baseline": baseline_levels(kind, hist)}
