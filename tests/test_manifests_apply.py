@@ -222,6 +222,9 @@ def test_tuned_numbers_carry_origin_and_baseline_and_policy_is_rounded(tmp_path)
     assert "0.7897946257902195" not in pol and "targetUtilization: 0.7898" in pol
     assert "17797.260000000002" not in pol and "costUsd: 17797.26" in pol
     assert baseline_levels("inference", pd.DataFrame({"timestamp": [T0], "value": [4.0]}))["floor_replicas"] == 6
+    # the manifests use the rounded values too, so a re-render from policy.yaml changes nothing
+    assert "threshold: '78.98'" in text
+    assert _cli(["export", "--out", str(tmp_path), "--diff"]) == 0
 
 
 # 8 ------------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from optimizer.exporters import adapter, hpa, keda, policy, priorityclass, volca
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
+from optimizer.exporters.policy import human
 from optimizer.exporters.settings import ExportSettings, coerce
 from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
 from optimizer.policy import SeriesPlan
@@ -59,6 +60,8 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
     pydantic.ValidationError: invalid settings.
     """
     s = coerce(settings)
+    # the values policy.yaml shows (rounded for reading), so that a re-render from it gives the same files
+    plans = [p.model_copy(update={"params": human(p.params), "plan": human(p.plan)}) for p in plans]
     ctx = Context.build(plans, s)
     docs: list[Doc] = []
     for name in ORDER:
