@@ -36,6 +36,7 @@ from capplan.errors import InputError
 from capplan.report import Report, RunInfo, build_report, versions
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
+from capplan.summary import fleet_summary
 from forecasting import backtest as bt
 from forecasting.assemble import PLAN_STEPS, ROLLING_MODELS, STEP, assemble  # noqa: F401  (PLAN_STEPS: re-used)
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
