@@ -112,7 +112,7 @@ def summary_lines(summary) -> list[str]:
     lines = [f"Fleet ({n} series), cost USD on the evaluation windows: " + ", ".join(parts)]
     if summary["saving_usd"] is not None:
         ratio = summary["saving_ratio"]
-        pct = f" ({100 * ratio:.1f} % of the baseline)" if ratio is not None else ""
+        pct = f" ({100 * abs(ratio):.1f} % of the baseline)" if ratio is not None else ""
         word = "saving" if summary["saving_usd"] >= 0 else "extra cost"
         lines.append(f"Overall {word} against the baseline: {abs(summary['saving_usd']):,.0f} USD{pct}")
     miss = summary["missing_target"]

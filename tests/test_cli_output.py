@@ -79,6 +79,9 @@ def test_fleet_summary_totals_saving_and_misses():
     text = rendered(rep, 80).replace("\n", " ")
     assert f"Overall saving against the baseline: {s['saving_usd']:,.0f} USD" in text
     assert "infer/llm-chat (91.2 %)" in text
+    rep["series"]["infer/llm-chat"]["recommended"]["cost_usd"] = 2_000_000.0  # now the plan costs more
+    text = rendered(rep, 100).replace("\n", " ")
+    assert re.search(r"Overall extra cost against the baseline: [\d,]+ USD \(\d+\.\d % of the baseline\)", text)
 
 
 def test_report_json_has_the_summary(plan_run):
