@@ -244,9 +244,11 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
                  progress: Progress = no_progress) -> list[str]:
     """Write the output folder ``out`` atomically (swapped in whole). Returns its file names.
 
-    Files: ``policy.yaml``, ``manifests/``, ``forecasts.parquet`` (plan
+    Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``.
+    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``. Before
+    writing, the exporters' warnings join the series' warnings and ``report.summary`` is set
+    (:func:`capplan.summary.fleet_summary`).
     """
     from optimizer.exporters import export_warnings, write_all
 
