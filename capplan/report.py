@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from capplan import jsonout
+from capplan.summary import FleetSummary
 
 VERSIONED_LIBS = ("capplan", "pandas", "numpy", "statsmodels", "prophet", "tensorflow-cpu", "keras",
                   "scikit-optimize", "pyarrow")
@@ -132,6 +133,9 @@ class Report(_Model):
     failed: dict[str, SeriesFailure] = Field(
         default_factory=dict, description="series that raised in their own task and were left out; the CLI "
         "exits 3 when there are any")
+    summary: FleetSummary | None = Field(default=None, description="the fleet on the evaluation windows: cost per "
+                                         "policy, overall saving, series below the coverage target "
+                                         "(capplan.summary)")
 
     def to_json(self, indent: int | None = None) -> str:
         """Strict JSON (non-finite floats as null; :mod:`capplan.jsonout`)."""
