@@ -168,9 +168,10 @@ def register(app: typer.Typer) -> None:
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
 
         render(fmt, report, lambda: csv_rows(report), table, out, output)
-        for sid, f in result.failed.items():
-            err.print(f"[red]failed[/red] {sid} ({f.stage}): {f.error}", highlight=False)
-        if result.failed:
-            err.print(f"{len(result.failed)} series failed and were left out (report.json: failed); the others "
+        failed = report.get("failed") or {}
+        for sid, f in failed.items():
+            err.print(f"[red]failed[/red] {sid} ({f['stage']}): {f['error']}", highlight=False)
+        if failed:
+            err.print(f"{len(failed)} series failed and were left out (report.json: failed); the others "
                       f"were planned. Exit code {EXIT_PARTIAL}.", highlight=False)
             raise typer.Exit(EXIT_PARTIAL)
