@@ -723,10 +723,8 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     loaded = timed("load", load_stage, source, cfg, series, timezone)
     progress("regularise", f"{loaded.frame['series_id'].nunique()} series, {len(loaded.frame)} rows")
     prep = timed("regularise", regularise_stage, loaded, cfg)
-    for n in loaded.notes:
-        for sid in prep.notes:
-            if n.startswith(sid + ":") or not any(n.startswith(s + ":") for s in prep.notes):
-                prep.notes[sid].append(n)
+    for sid in prep.notes:
+        prep.notes[sid].extend(loaded.notes_for(sid, prep.notes))
     fc = timed("forecast", forecast_stage, prep, cfg, seed, progress)
     progress("backtest", "scoring rolling-origin forecasts")
     scores = timed("backtest", backtest_stage, prep, fc)

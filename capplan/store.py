@@ -8,8 +8,10 @@ Layout under the store root (default ``.capplan/store``)::
                                      trials.parquet, replay.parquet, manifests/ ...
     runs/LATEST                      the id of the last complete run
 
-``<series-key>`` is the series id percent-encoded (``train/vc6YE`` ->
-``train%2Fvc6YE``), so ids never escape the folder. Every file is written
+``<series-key>`` is :func:`forecasting.keys.file_key` of the id: percent-encoded
+(``train/vc6YE`` -> ``train%2Fvc6YE``), a leading dot encoded (``..`` ->
+``%2E.``), long ids hashed; ids never escape the folder, never hide, and the
+id itself is kept in ``<series-key>.json``. Every file is written
 atomically (:mod:`capplan.atomic`); parallel writers of different series or
 runs never touch the same file, and a reader always sees the last complete
 version.
@@ -25,12 +27,13 @@ from urllib.parse import quote, unquote
 import pandas as pd
 
 from capplan import atomic
+from forecasting.keys import file_key
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
 
 
 def series_key(series_id: str) -> str:
-    """File-name-safe key of a series id (percent-encoding, reversible)."""
-    return quote(series_id, safe="")
+    """File-name-safe, bounded key of a series id (:func:`forecasting.keys.file_key`)."""
+    return file_key(series_id)
 
 
 class Store:
@@ -55,18 +58,39 @@ class Store:
         atomic.write_text(self.history_dir / f"{key}.json", json.dumps(doc, indent=2, default=str))
 
     def series_ids(self) -> list[str]:
+        """Every stored series id: from ``<key>.json`` (hashed keys do not decode),
+        else the decoded file name. Hidden-looking names (``.team.parquet`` of
+        older stores) are listed too; temporaries end in ``.tmp``, not ``.parquet``."""
         if not self.history_dir.exists():
             return []
-        return sorted(unquote(p.stem) for p in self.history_dir.glob("*.parquet") if not p.name.startswith("."))
+        ids = []
+        for p in self.history_dir.glob("*.parquet"):
+            doc = p.with_suffix(".json")
+            sid = None
+            if doc.exists():
+                try:
+                    sid = json.loads(doc.read_text()).get("series_id")
+                except ValueError:
+                    sid = None
+            ids.append(sid if isinstance(sid, str) else unquote(p.stem))
+        return sorted(ids)
+
+    def _paths(self, series_id: str) -> tuple[Path, Path]:
+        """(parquet, json) of a series; an older store's plain percent-encoded name
+        (``.team``) when only that exists."""
+        for key in (series_key(series_id), quote(series_id, safe="")):
+            p = self.history_dir / f"{key}.parquet"
+            if p.exists():
+                return p, p.with_suffix(".json")
+        key = series_key(series_id)
+        return self.history_dir / f"{key}.parquet", self.history_dir / f"{key}.json"
 
     def read_series(self, series_id: str) -> tuple[pd.DataFrame, SeriesMeta, dict]:
         """One series' history, metadata and pull state. Raises KeyError if absent."""
-        key = series_key(series_id)
-        p = self.history_dir / f"{key}.parquet"
+        p, doc_p = self._paths(series_id)
         if not p.exists():
             raise KeyError(series_id)
         frame = pd.read_parquet(p)
-        doc_p = self.history_dir / f"{key}.json"
         doc = json.loads(doc_p.read_text()) if doc_p.exists() else {}
         return frame, SeriesMeta(**doc.get("meta", {})), doc.get("state", {})
 
@@ -83,7 +107,7 @@ class Store:
 
     def last_timestamp(self, series_id: str) -> pd.Timestamp | None:
         """Last stored timestamp of a series (None if not stored)."""
-        p = self.history_dir / f"{series_key(series_id)}.json"
+        p = self._paths(series_id)[1]
         if not p.exists():
             return None
         ts = json.loads(p.read_text()).get("last_timestamp")

@@ -11,6 +11,7 @@ from rich.table import Table
 from capplan import jsonout
 from capplan.commands.plan import Format
 from capplan.config import load_config
+from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from forecasting.backtest import summarise
 
@@ -66,6 +67,7 @@ def register(app: typer.Typer) -> None:
         no look-ahead; then a summary per horizon across series."""
         from capplan import pipeline
 
+        check_timezone(timezone)  # options first: before any import or read
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
@@ -76,7 +78,8 @@ def register(app: typer.Typer) -> None:
         doc = backtest_document(pipeline.backtest_stage(prep, fc))
         for sid in doc["series"]:
             doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
-            doc["series"][sid]["fallbacks"] = prep.notes.get(sid, []) + fc.fallbacks.get(sid, [])
+            doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
+                                               + fc.fallbacks.get(sid, []))
         if fmt is Format.json:
             typer.echo(jsonout.dumps(doc))
         else:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from capplan import jsonout
 from capplan.config import load_config
+from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
 
@@ -67,6 +68,7 @@ def register(app: typer.Typer) -> None:
         from capplan.pipeline import run_plan
         from capplan.store import Store
 
+        check_timezone(timezone)  # options first: before any import or read
         cfg = load_config(config)
         if n_calls is not None:
             if n_calls < 4:
