@@ -82,6 +82,11 @@ class PrometheusConfig(BaseModel):
     retries: int = Field(default=4, ge=0, le=20, description="retries after a timeout, connection error or 5xx/429")
     backoff_s: float = Field(default=1.0, ge=0, description="first retry wait; doubles per retry, capped at 30 s")
     default_lookback: str = Field(default="30d", description="range of a first pull when --start is not given")
+    scrape_interval: str = Field(default="1m", description="how long a sample counts as current (Prometheus' "
+                                 "default scrape interval); later points are missing, not repeated (capplan.promql_steps)")
+    exported_labels: bool = Field(default=False, description="dcgm-exporter scraped without honorLabels: its "
+                                  "namespace/pod/container labels arrive as exported_namespace/exported_pod/"
+                                  "exported_container; used by the dcgm_* templates and the KEDA/adapter queries")
 
     @field_validator("url")
     @classmethod
@@ -95,7 +100,7 @@ class PrometheusConfig(BaseModel):
             raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env")
         return v.rstrip("/")
 
-    @field_validator("default_lookback")
+    @field_validator("default_lookback", "scrape_interval")
     @classmethod
     def _lookback(cls, v):
         parse_duration(v)
@@ -127,6 +132,10 @@ class SeriesConfig(BaseModel):
     params: dict[str, str] = Field(default_factory=dict, description="template parameters, e.g. metric, window")
     aggregate: Literal["sum", "avg", "max", "min"] | None = Field(
         default=None, description="how several returned label sets combine; default: the query's outer aggregation")
+    step_aggregation: Literal["max", "last"] = Field(
+        default="max", description="what one stored point holds: the peak of its step (capacity must cover "
+        "peaks) or the last value of the step (capplan.promql_steps)")
+    scrape_interval: str | None = Field(default=None, description="overrides prometheus.scrape_interval")
 
     @model_validator(mode="after")
     def _query_or_template(self):
@@ -141,19 +150,50 @@ class SeriesConfig(BaseModel):
                 raise ValueError(f"series {self.id!r}: {exc}") from None
         elif self.selector or self.params:
             raise ValueError(f"series {self.id!r}: selector and params apply to a template, not to query")
-        try:
-            parse_duration(self.step)
-        except ValueError as exc:
-            raise ValueError(f"series {self.id!r}: step: {exc}") from None
+        for name in ("step", "scrape_interval"):
+            try:
+                if getattr(self, name) is not None:
+                    parse_duration(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: {name}: {exc}") from None
+        if self.query:
+            from capplan.promql_steps import window_selectors
+
+            try:
+                window_selectors(self.query, "last_over_time", 60)
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: query: {exc}") from None
         return self
 
-    def promql(self) -> str:
-        """The PromQL to pull: ``query`` as written, or the rendered ``template`` (see :mod:`capplan.promql`)."""
+    def promql(self, exported_labels: bool = False) -> str:
+        """The PromQL as configured: ``query`` as written, or the rendered ``template``
+        (see :mod:`capplan.promql`; ``exported_labels`` as in :class:`PrometheusConfig`)."""
         if self.query:
             return self.query
         from capplan import promql
 
-        return promql.render(self.template, self.selector, self.params)
+        return promql.render(self.template, self.selector, self.params, exported_labels=exported_labels)
+
+    def combination(self, prom: "PrometheusConfig") -> str | None:
+        """How the query's label sets add up: ``aggregate``, else the query's outer
+        aggregation (count -> sum, group -> max), else None (they must not overlap)."""
+        from capplan.promql import outer_aggregation
+
+        how = self.aggregate or outer_aggregation(self.promql(prom.exported_labels))
+        return {"count": "sum", "group": "max"}.get(how, how)
+
+    def pull_query(self, prom: "PrometheusConfig", count: bool = False) -> str:
+        """The PromQL a pull sends: :meth:`promql` rewritten so that a point is the
+        peak (or last value) of its step and samples go stale after the scrape
+        interval (:func:`capplan.promql_steps.step_query`). ``count``: the most
+        label sets present at once within each step instead (overlap check)."""
+        from capplan.promql_steps import step_query
+
+        window = parse_duration(self.scrape_interval or prom.scrape_interval)
+        q = self.promql(prom.exported_labels)
+        if count:
+            return step_query(f"count({q})", self.step_seconds(), window, "max")
+        return step_query(q, self.step_seconds(), window, self.step_aggregation, self.combination(prom))
 
     def step_seconds(self) -> int:
         """``step`` in whole seconds."""
@@ -221,6 +261,17 @@ class CapplanConfig(BaseModel):
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
     prices: dict[str, GpuPrice] = Field(default_factory=dict)
     export: ExportConfig = Field(default_factory=ExportConfig)
+
+    @model_validator(mode="after")
+    def _exported_labels(self):
+        """``prometheus.exported_labels`` also sets the KEDA/adapter label names
+        (``export.namespace_label``/``pod_label``) unless those are set."""
+        if self.prometheus is not None and self.prometheus.exported_labels:
+            if "namespace_label" not in self.export.model_fields_set:
+                self.export.namespace_label = "exported_namespace"
+            if "pod_label" not in self.export.model_fields_set:
+                self.export.pod_label = "exported_pod"
+        return self
 
     @field_validator("series")
     @classmethod
