@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 import requests
 import tenacity
+import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
@@ -247,7 +248,15 @@ class _DeadlineSession(requests.Session):
         resp = super().request(method, url, **kw)
         chunks = []
         try:
-            for chunk in resp.iter_content(65536):
+            while True:  # read1: whatever has arrived (read(n) would wait for n bytes of a trickle)
+                try:
+                    chunk = resp.raw.read1(65536, decode_content=True)
+                except urllib3.exceptions.ReadTimeoutError:
+                    raise requests.Timeout(f"timed out: no byte within {self.deadline_s:g} s") from None
+                except urllib3.exceptions.HTTPError as exc:
+                    raise requests.ConnectionError(str(exc)) from None
+                if not chunk:
+                    break
                 chunks.append(chunk)
                 if time.monotonic() > end:
                     raise requests.Timeout(f"timed out: no complete answer within {self.deadline_s:g} s")
