@@ -280,7 +280,9 @@ def _timed_out(exc: BaseException) -> bool:
     return False
 
 
-_AUTH_HEADER_RE = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)[^\"'\r\n,}]+")
+_AUTH_HEADER_RE = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+                             r"(?:[a-z]+ +)?[A-Za-z0-9+/=._~%:-]+")
+"""An echoed ``Authorization: <scheme> <credentials>`` (or ``"authorization": "..."``) value."""
 
 
 class PrometheusClient:
