@@ -34,6 +34,7 @@ from capplan.config import CapplanConfig
 from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_progress
 from capplan.errors import InputError
 from capplan.report import Report, RunInfo, build_report, versions
+from capplan.runs import new_run_id, should_publish
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
 from forecasting import backtest as bt
@@ -305,9 +306,12 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
 
 
 def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | None = None, seed: int = 0,
-             timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None) -> Report:
-    """Run every stage, write ``out`` and, with ``store``, save it as a store run
-    (marked LATEST). Returns the report.
+             timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None,
+             publish: bool | None = None) -> Report:
+    """Run every stage and write ``out``. With ``store`` the run is written to
+    ``runs/<id>/`` first, marked LATEST when it is published
+    (:func:`capplan.runs.should_publish`: ``publish``, else a whole-source run into
+    the default ``--out``), then copied to ``out``. Returns the report.
 
     Raises
     ------
@@ -323,10 +327,16 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     for sid in prep.notes:
         prep.notes[sid].extend(loaded.notes_for(sid, prep.notes))
     fc = timer("forecast", forecast_stage, prep, cfg, seed, progress)
-    run = RunInfo(run_id=started.strftime("%Y%m%dT%H%M%SZ") + f"-s{seed}", seed=seed, started_at=started.isoformat(),
+    publish = should_publish(series, out, publish) if store is not None else None
+    run = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(),
                   duration_s=round(time.perf_counter() - t0, 3), source=source, versions=versions(),
-                  coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
-    report = plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer)
-    if store is not None:
-        store.save_run(out, run.run_id)
+                  coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
+                  series_filter=list(series) if series else None, published=publish)
+    if store is None:
+        return plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer)
+    # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
+    report = plan_from_forecasts(prep, fc, cfg, run, store.run_dir(run.run_id), progress, timer)
+    if publish:
+        store.mark_latest(run.run_id)
+    store.copy_run(run.run_id, out)
     return report

@@ -6,7 +6,7 @@ Layout under the store root (default ``.capplan/store``)::
     history/<series-key>.json        its metadata (SeriesMeta) and pull state
     runs/<run-id>/                   one folder per run: report.json, forecasts.parquet,
                                      trials.parquet, replay.parquet, manifests/ ...
-    runs/LATEST                      the id of the last complete run
+    runs/LATEST                      the id of the fleet's published run (capplan.runs)
     forecasts/<tier>/<key>/<series-key>.parquet
                                      one tier's plan forecast of one series (forecast contract),
                                      written by a scheduled forecast job for run key ``<key>``
@@ -150,13 +150,20 @@ class Store:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
 
-    def save_run(self, folder: str | os.PathLike, run_id: str) -> Path:
+    def save_run(self, folder: str | os.PathLike, run_id: str, publish: bool = True) -> Path:
         """Copy a finished output folder into ``runs/<run_id>/`` (swapped in whole)
-        and mark it LATEST. Returns the run folder."""
+        and, with ``publish``, mark it LATEST. Returns the run folder."""
         with atomic.replace_dir(self.run_dir(run_id)) as tmp:
             shutil.copytree(folder, tmp, dirs_exist_ok=True)
-        self.mark_latest(run_id)
+        if publish:
+            self.mark_latest(run_id)
         return self.run_dir(run_id)
+
+    def copy_run(self, run_id: str, out: str | os.PathLike) -> Path:
+        """Copy ``runs/<run_id>/`` to ``out`` (swapped in whole). Returns ``out``."""
+        with atomic.replace_dir(out) as tmp:
+            shutil.copytree(self.run_dir(run_id), tmp, dirs_exist_ok=True)
+        return Path(out)
 
     # -- per-tier forecasts (scheduled jobs) ---------------------------------------------
     def forecast_dir(self, tier: str, key: str) -> Path:

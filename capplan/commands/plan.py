@@ -59,6 +59,9 @@ def register(app: typer.Typer) -> None:
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         n_calls: Optional[int] = typer.Option(None, "--n-calls", help="Policy evaluations per search (default 30)."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+        publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
+                                               "LATEST (the fleet plan the dashboard opens on). Default: only a run "
+                                               "of every series into the default --out."),
     ):
         """Forecast, tune and export: writes policy.yaml, manifests/, forecasts.parquet and report.json.
 
@@ -78,6 +81,7 @@ def register(app: typer.Typer) -> None:
             source = "store"
         progress = StageProgress(enabled=not quiet)
         report = run_plan(source, cfg, out_dir, series=series, seed=seed, timezone=timezone, progress=progress,
+                          publish=publish,
                           store=Store(cfg.store))
         if fmt is Format.json:
             typer.echo(report.to_json())
@@ -88,3 +92,6 @@ def register(app: typer.Typer) -> None:
                     if w.startswith("policy:"):
                         out.print(f"[yellow]warning[/yellow] {sid}: {w}", highlight=False)
             out.print(f"wrote {out_dir}/ ({len(report.run.files)} files) in {report.run.duration_s:.0f} s")
+            out.print(f"run {report.run.run_id}: " + ("published as the store's LATEST" if report.run.published else
+                      "saved in the store, not published (LATEST unchanged; --publish to make it the fleet plan)"),
+                      highlight=False)

@@ -63,6 +63,7 @@ import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from capplan import atomic
 from capplan.config import CapplanConfig, PrometheusConfig, SeriesConfig, parse_duration
 from capplan.errors import InputError, SourceError
 from capplan.promql import TEMPLATES, outer_aggregation
@@ -594,6 +595,7 @@ def ingest(cfg: CapplanConfig, store: Store | None = None, *, start: str | None 
     if s_s is not None and e_s is not None and s_s >= e_s:
         raise InputError(f"--start {start} must be before --end {end}")
     store = store or Store(cfg.store)
+    atomic.clean_stale(store.history_dir)  # temporaries of a pull that was killed
     client = PrometheusClient(cfg.prometheus, env=env)
     lookback = parse_duration(cfg.prometheus.default_lookback)
     results = []
