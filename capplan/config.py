@@ -295,6 +295,40 @@ class CapplanConfig(BaseModel):
         return {**default_price_book(), **self.prices}
 
 
+def _key_line(path: Path, loc: tuple) -> int | None:
+    """1-based line of the mapping key at ``loc`` in the YAML file (None if not found)."""
+    try:
+        node = yaml.compose(path.read_text())
+    except yaml.YAMLError:
+        return None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if hit is None:
+                return None
+            if part == loc[-1]:
+                return hit[0].start_mark.line + 1
+            node = hit[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return None
+    return None
+
+
+def _describe(err: dict, path: Path) -> str:
+    """A validation error as ``key.path: message``, never echoing file content: an
+    unknown key is named by its line, not its text (a non-YAML file such as
+    ``/etc/shadow`` parses as one long key)."""
+    loc = tuple(err["loc"])
+    if err.get("type") == "extra_forbidden":
+        line = _key_line(path, loc)
+        where = ".".join(str(x) for x in loc[:-1]) or "the top level"
+        return (f"unknown key at line {line if line else '?'} in {where}; is this a capplan config? "
+                "(see the README's configuration section)")
+    return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"
+
+
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     """Read and validate a config file; ``None`` gives the defaults.
 
@@ -320,9 +354,7 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     try:
         cfg = CapplanConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"config {p}: {loc}: {first['msg']}") from None
+        raise InputError(f"config {p}: {_describe(exc.errors()[0], p)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
         v = Path(getattr(cfg, attr))

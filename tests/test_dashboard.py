@@ -61,7 +61,8 @@ def fixture_run(tmp_path_factory) -> dict:
     cfg = base / "capplan.yaml"
     cfg.write_text("store: store\nplan: {n_calls: 6}\n"
                    "forecast: {lstm_epochs: 1, lstm_max_windows: 200, prophet_samples: 50}\n")
-    args = [sys.executable, "-m", "capplan", "plan", "--config", str(cfg), "--out", str(base / "out"), "-q"]
+    args = [sys.executable, "-m", "capplan", "plan", "--config", str(cfg), "--out", str(base / "out"), "-q",
+            "--publish"]
     for s in SERIES:
         args += ["--series", s]
     t0 = time.perf_counter()
