@@ -28,6 +28,7 @@ only the *names* of environment variables that hold them.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -324,7 +325,11 @@ def _describe(err: dict, path: Path) -> str:
     if err.get("type") == "extra_forbidden":
         line = _key_line(path, loc)
         where = ".".join(str(x) for x in loc[:-1]) or "the top level"
-        return (f"unknown key at line {line if line else '?'} in {where}; is this a capplan config? "
+        key = str(loc[-1])
+        # a key that looks like a config key is named (a typo is then easy to see); anything else is file
+        # content (a password file's first line parses as one long key) and is never shown
+        named = f"{key!r} " if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", key) else ""
+        return (f"unknown key {named}at line {line if line else '?'} in {where}; is this a capplan config? "
                 "(see the README's configuration section)")
     return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"
 
