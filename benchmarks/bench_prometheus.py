@@ -5,7 +5,9 @@ the Helios teams in ../shared/data/helios, May 2020, as kube-state-metrics
 ``kube_pod_container_resource_requests``) into a real Prometheus (promtool
 backfill, 127.0.0.1, free port, temporary folder), then pulls every series:
 
-* plain: ``requests.get(/api/v1/query_range)`` + ``.json()``, nothing else;
+* plain: ``requests.get(/api/v1/query_range)`` + ``.json()``, nothing else, sending
+  the same PromQL capplan sends (:meth:`SeriesConfig.pull_query`: per-step peak,
+  stale samples missing), so both sides ask Prometheus for the same work;
 * capplan pull: :func:`capplan.sources.prometheus.pull` (prometheus-api-client,
   tenacity, string -> float64 parsing, UTC timestamps, history frame);
 * capplan ingest: :func:`capplan.sources.prometheus.ingest` (the above plus the
@@ -69,8 +71,9 @@ def build(root: Path) -> tuple[list[tuple[str, str]], int, int]:
 def plain(url: str, series, start: int, end: int) -> int:
     n = 0
     with requests.Session() as s:
-        for _, q in series:
-            r = s.get(f"{url}/api/v1/query_range", params={"query": q, "start": start, "end": end, "step": STEP_S},
+        for sid, q in series:
+            sent = SeriesConfig(id=sid, query=q, step=f"{STEP_S}s").pull_query(PrometheusConfig(url=url))
+            r = s.get(f"{url}/api/v1/query_range", params={"query": sent, "start": start, "end": end, "step": STEP_S},
                       timeout=60)
             r.raise_for_status()
             n += sum(len(x["values"]) for x in r.json()["data"]["result"])

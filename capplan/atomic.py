@@ -9,13 +9,20 @@ place of a good one (DESIGN.md "Store").
   one deleted. Readers see either the old or the new set, never a mix; if the
   process dies between the two renames, the previous set is still there
   under ``<name>.old-*`` and is restored by the next call.
+* Temporaries are named ``.<name>.<host>~<pid>.<random>.tmp``. A process
+  killed mid-write (SIGKILL, OOM) cannot remove its own; :func:`clean_stale`
+  removes those of this host whose process is gone, and :func:`replace_dir`
+  calls it on the target's folder (the ``--out`` parent, the store's ``runs/``)
+  before each swap. Temporaries of live processes or other hosts are kept.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import socket
 import tempfile
 import uuid
 from pathlib import Path
@@ -27,6 +34,45 @@ def _umask() -> int:
     return m
 
 import pandas as pd
+
+
+_STALE_RE = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)~(?P<pid>\d+)\.[^.]+\.tmp$")
+
+
+def _owner() -> str:
+    """``<host>~<pid>`` of this process, for temporary names (dots of the host name as ``_``)."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+    return f"{host}~{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(folder: str | os.PathLike) -> list[Path]:
+    """Remove temporaries in ``folder`` left by processes of this host that are gone.
+    Returns what was removed."""
+    d = Path(folder)
+    if not d.is_dir():
+        return []
+    host = _owner().split("~")[0]
+    removed = []
+    for p in d.iterdir():
+        m = _STALE_RE.match(p.name)
+        if m and m["host"] == host and int(m["pid"]) != os.getpid() and not _alive(int(m["pid"])):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+            removed.append(p)
+    return removed
 
 
 def _parent_made(path: str | os.PathLike) -> Path:
@@ -54,7 +100,7 @@ def _renamed_onto(target: Path, tmp: Path):
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Atomically write ``data`` to ``path`` (parents are created)."""
     p = _parent_made(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{_owner()}.", suffix=".tmp", dir=p.parent)
     os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the result is an ordinary file
     with _renamed_onto(p, Path(tmp)), os.fdopen(fd, "wb") as fh:
         fh.write(data)
@@ -69,7 +115,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
     """Atomically write a frame as Parquet (zstd)."""
     p = _parent_made(path)
-    with _renamed_onto(p, p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp")) as tmp:
+    with _renamed_onto(p, p.with_name(f".{p.name}.{_owner()}.{uuid.uuid4().hex}.tmp")) as tmp:
         frame.to_parquet(tmp, index=False, compression="zstd")
     return p
 
@@ -87,7 +133,8 @@ def replace_dir(final: str | os.PathLike):
             os.replace(stale, final)  # a previous swap died half way: restore the good set
         else:
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    clean_stale(final.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{_owner()}.", suffix=".tmp", dir=final.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield tmp

@@ -28,6 +28,7 @@ only the *names* of environment variables that hold them.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -83,6 +84,11 @@ class PrometheusConfig(BaseModel):
     retries: int = Field(default=4, ge=0, le=20, description="retries after a timeout, connection error or 5xx/429")
     backoff_s: float = Field(default=1.0, ge=0, description="first retry wait; doubles per retry, capped at 30 s")
     default_lookback: str = Field(default="30d", description="range of a first pull when --start is not given")
+    scrape_interval: str = Field(default="1m", description="how long a sample counts as current (Prometheus' "
+                                 "default scrape interval); later points are missing, not repeated (capplan.promql_steps)")
+    exported_labels: bool = Field(default=False, description="dcgm-exporter scraped without honorLabels: its "
+                                  "namespace/pod/container labels arrive as exported_namespace/exported_pod/"
+                                  "exported_container; used by the dcgm_* templates and the KEDA/adapter queries")
 
     @field_validator("url")
     @classmethod
@@ -96,7 +102,7 @@ class PrometheusConfig(BaseModel):
             raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env")
         return v.rstrip("/")
 
-    @field_validator("default_lookback")
+    @field_validator("default_lookback", "scrape_interval")
     @classmethod
     def _lookback(cls, v):
         parse_duration(v)
@@ -130,6 +136,10 @@ class SeriesConfig(BaseModel):
     params: dict[str, str] = Field(default_factory=dict, description="template parameters, e.g. metric, window")
     aggregate: Literal["sum", "avg", "max", "min"] | None = Field(
         default=None, description="how several returned label sets combine; default: the query's outer aggregation")
+    step_aggregation: Literal["max", "last"] = Field(
+        default="max", description="what one stored point holds: the peak of its step (capacity must cover "
+        "peaks) or the last value of the step (capplan.promql_steps)")
+    scrape_interval: str | None = Field(default=None, description="overrides prometheus.scrape_interval")
 
     @model_validator(mode="after")
     def _query_or_template(self):
@@ -144,19 +154,50 @@ class SeriesConfig(BaseModel):
                 raise ValueError(f"series {self.id!r}: {exc}") from None
         elif self.selector or self.params:
             raise ValueError(f"series {self.id!r}: selector and params apply to a template, not to query")
-        try:
-            parse_duration(self.step)
-        except ValueError as exc:
-            raise ValueError(f"series {self.id!r}: step: {exc}") from None
+        for name in ("step", "scrape_interval"):
+            try:
+                if getattr(self, name) is not None:
+                    parse_duration(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: {name}: {exc}") from None
+        if self.query:
+            from capplan.promql_steps import window_selectors
+
+            try:
+                window_selectors(self.query, "last_over_time", 60)
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: query: {exc}") from None
         return self
 
-    def promql(self) -> str:
-        """The PromQL to pull: ``query`` as written, or the rendered ``template`` (see :mod:`capplan.promql`)."""
+    def promql(self, exported_labels: bool = False) -> str:
+        """The PromQL as configured: ``query`` as written, or the rendered ``template``
+        (see :mod:`capplan.promql`; ``exported_labels`` as in :class:`PrometheusConfig`)."""
         if self.query:
             return self.query
         from capplan import promql
 
-        return promql.render(self.template, self.selector, self.params)
+        return promql.render(self.template, self.selector, self.params, exported_labels=exported_labels)
+
+    def combination(self, prom: "PrometheusConfig") -> str | None:
+        """How the query's label sets add up: ``aggregate``, else the query's outer
+        aggregation (count -> sum, group -> max), else None (they must not overlap)."""
+        from capplan.promql import outer_aggregation
+
+        how = self.aggregate or outer_aggregation(self.promql(prom.exported_labels))
+        return {"count": "sum", "group": "max"}.get(how, how)
+
+    def pull_query(self, prom: "PrometheusConfig", count: bool = False) -> str:
+        """The PromQL a pull sends: :meth:`promql` rewritten so that a point is the
+        peak (or last value) of its step and samples go stale after the scrape
+        interval (:func:`capplan.promql_steps.step_query`). ``count``: the most
+        label sets present at once within each step instead (overlap check)."""
+        from capplan.promql_steps import step_query
+
+        window = parse_duration(self.scrape_interval or prom.scrape_interval)
+        q = self.promql(prom.exported_labels)
+        if count:
+            return step_query(f"count({q})", self.step_seconds(), window, "max")
+        return step_query(q, self.step_seconds(), window, self.step_aggregation, self.combination(prom))
 
     def step_seconds(self) -> int:
         """``step`` in whole seconds."""
@@ -255,6 +296,17 @@ class CapplanConfig(BaseModel):
     prices: dict[str, GpuPrice] = Field(default_factory=dict)
     export: ExportConfig = Field(default_factory=ExportConfig)
 
+    @model_validator(mode="after")
+    def _exported_labels(self):
+        """``prometheus.exported_labels`` also sets the KEDA/adapter label names
+        (``export.namespace_label``/``pod_label``) unless those are set."""
+        if self.prometheus is not None and self.prometheus.exported_labels:
+            if "namespace_label" not in self.export.model_fields_set:
+                self.export.namespace_label = "exported_namespace"
+            if "pod_label" not in self.export.model_fields_set:
+                self.export.pod_label = "exported_pod"
+        return self
+
     @field_validator("series")
     @classmethod
     def _unique_ids(cls, v):
@@ -293,6 +345,44 @@ class CapplanConfig(BaseModel):
         return {**default_price_book(), **self.prices}
 
 
+def _key_line(path: Path, loc: tuple) -> int | None:
+    """1-based line of the mapping key at ``loc`` in the YAML file (None if not found)."""
+    try:
+        node = yaml.compose(path.read_text())
+    except yaml.YAMLError:
+        return None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            hit = next(((k, v) for k, v in node.value if k.value == str(part)), None)
+            if hit is None:
+                return None
+            if part == loc[-1]:
+                return hit[0].start_mark.line + 1
+            node = hit[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return None
+    return None
+
+
+def _describe(err: dict, path: Path) -> str:
+    """A validation error as ``key.path: message``, never echoing file content: an
+    unknown key is named by its line, not its text (a non-YAML file such as
+    ``/etc/shadow`` parses as one long key)."""
+    loc = tuple(err["loc"])
+    if err.get("type") == "extra_forbidden":
+        line = _key_line(path, loc)
+        where = ".".join(str(x) for x in loc[:-1]) or "the top level"
+        key = str(loc[-1])
+        # a key that looks like a config key is named (a typo is then easy to see); anything else is file
+        # content (a password file's first line parses as one long key) and is never shown
+        named = f"{key!r} " if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", key) else ""
+        return (f"unknown key {named}at line {line if line else '?'} in {where}; is this a capplan config? "
+                "(see the README's configuration section)")
+    return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"
+
+
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     """Read and validate a config file; ``None`` gives the defaults.
 
@@ -318,9 +408,7 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     try:
         cfg = CapplanConfig.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"config {p}: {loc}: {first['msg']}") from None
+        raise InputError(f"config {p}: {_describe(exc.errors()[0], p)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
         v = Path(getattr(cfg, attr))

@@ -36,6 +36,7 @@ from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_pro
 from capplan.errors import InputError
 from capplan.executor import Executor, Failed, make_executor
 from capplan.report import Report, RunInfo, build_report, versions
+from capplan.runs import new_run_id, should_publish
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
 from capplan.summary import fleet_summary
@@ -409,10 +410,12 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
 
 def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | None = None, seed: int = 0,
              timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None,
-             executor: Executor | None = None) -> Report:
-    """Run every stage, write ``out`` and, with ``store``, save it as a store run
-    (marked LATEST). Returns the report; series that failed on their own are in
-    its ``failed`` (the rest is planned).
+             executor: Executor | None = None, publish: bool | None = None) -> Report:
+    """Run every stage and write ``out``. With ``store`` the run is written to
+    ``runs/<id>/`` first, marked LATEST when it is published
+    (:func:`capplan.runs.should_publish`: ``publish``, else a whole-source run into
+    the default ``--out``), then copied to ``out``. Returns the report; series that
+    failed on their own are in its ``failed`` (the rest is planned).
 
     ``executor``: where the per-series work runs; default: the one ``cfg.plan``
     names (:func:`capplan.executor.make_executor`), started here and closed at the end.
@@ -428,21 +431,24 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     loaded = timer("load", load_stage, source, cfg, series, timezone)
     progress("regularise", f"{loaded.frame['series_id'].nunique()} series, {len(loaded.frame)} rows")
     prep = timer("regularise", regularise_stage, loaded, cfg)
-    for n in loaded.notes:
-        for sid in prep.notes:
-            if n.startswith(sid + ":") or not any(n.startswith(s + ":") for s in prep.notes):
-                prep.notes[sid].append(n)
+    for sid in prep.notes:
+        prep.notes[sid].extend(loaded.notes_for(sid, prep.notes))
+    publish = should_publish(series, out, publish) if store is not None else None
     ex = executor or make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler)
     try:
         prep, fc = timer("forecast", forecast_stage, prep, cfg, seed, progress, executor=ex)
-        run = RunInfo(run_id=started.strftime("%Y%m%dT%H%M%SZ") + f"-s{seed}", seed=seed,
-                      started_at=started.isoformat(), duration_s=round(time.perf_counter() - t0, 3), source=source,
-                      versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
-                      executor=ex.name)
-        report = plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer, executor=ex)
+        run = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(),
+                      duration_s=round(time.perf_counter() - t0, 3), source=source, versions=versions(),
+                      coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name,
+                      series_filter=list(series) if series else None, published=publish)
+        if store is None:
+            return plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer, executor=ex)
+        # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
+        report = plan_from_forecasts(prep, fc, cfg, run, store.run_dir(run.run_id), progress, timer, executor=ex)
     finally:
         if executor is None:
             ex.close()
-    if store is not None:
-        store.save_run(out, run.run_id)
+    if publish:
+        store.mark_latest(run.run_id)
+    store.copy_run(run.run_id, out)
     return report

@@ -107,8 +107,18 @@ TEMPLATES: dict[str, Template] = {t.name: t for t in [
 ]}
 
 
-def render(template: str, selector: dict[str, str] | None = None, params: dict[str, str] | None = None) -> str:
+#: dcgm-exporter's workload labels; scraped without ``honorLabels`` they arrive with an ``exported_`` prefix
+#: (the plain names then hold the exporter pod's own namespace and pod).
+WORKLOAD_LABELS = ("namespace", "pod", "container")
+
+
+def render(template: str, selector: dict[str, str] | None = None, params: dict[str, str] | None = None,
+           exported_labels: bool = False) -> str:
     """PromQL of a named template for a selector.
+
+    With ``exported_labels`` the ``dcgm_*`` templates match the selector's
+    ``namespace``/``pod``/``container`` on ``exported_namespace``/``exported_pod``/
+    ``exported_container`` (dcgm-exporter scraped without ``honorLabels``).
 
     Raises InputError for an unknown template (listing the known ones), an
     invalid label name, an unknown parameter, or a parameter that is not a
@@ -127,6 +137,8 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
         raise InputError(f"template {template!r}: params.metric {p['metric']!r} is not a metric name")
     if "window" in p and not DURATION_RE.match(p["window"]):
         raise InputError(f"template {template!r}: params.window {p['window']!r} is not a duration such as 5m")
+    if exported_labels and template.startswith("dcgm_") and selector:
+        selector = {(f"exported_{k}" if k in WORKLOAD_LABELS else k): v for k, v in selector.items()}
     sel = matchers(selector or {})
     ns = matchers({"namespace": selector["namespace"]}) if selector and "namespace" in selector else ""
     return t.promql.format(sel=sel, sel_c=(", " + sel) if sel else "", ns_c=(", " + ns) if ns else "", **p)

@@ -116,6 +116,10 @@ class RunInfo(_Model):
     n_calls: int
     models: dict[str, Any] = Field(default_factory=dict, description="per tier: models reused / fitted, versions")
     files: list[str] = Field(default_factory=list)
+    series_filter: list[str] | None = Field(default=None, description="--series of a run limited to some series; "
+                                            "None: every series of the source")
+    published: bool | None = Field(default=None, description="whether the run became the store's LATEST "
+                                   "(capplan.runs); None: no store")
     logical_date: str | None = Field(default=None, exclude_if=lambda v: v is None,
                                      description="Airflow runs: the logical date's key")
     forecast_runs: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None,

@@ -6,7 +6,7 @@ Layout under the store root (default ``.capplan/store``)::
     history/<series-key>.json        its metadata (SeriesMeta) and pull state
     runs/<run-id>/                   one folder per run: report.json, forecasts.parquet,
                                      trials.parquet, replay.parquet, manifests/ ...
-    runs/LATEST                      the id of the last complete run
+    runs/LATEST                      the id of the fleet's published run (capplan.runs)
     forecasts/<tier>/<key>/<series-key>.parquet
                                      one tier's plan forecast of one series (forecast contract),
                                      written by a scheduled forecast job for run key ``<key>``
@@ -19,8 +19,10 @@ Layout under the store root (default ``.capplan/store``)::
                                      series ok / missing in that run (written last)
     forecasts/<tier>/LATEST          the last key whose manifest is complete
 
-``<series-key>`` is the series id percent-encoded (``train/vc6YE`` ->
-``train%2Fvc6YE``), so ids never escape the folder. Every file is written
+``<series-key>`` is :func:`forecasting.keys.file_key` of the id: percent-encoded
+(``train/vc6YE`` -> ``train%2Fvc6YE``), a leading dot encoded (``..`` ->
+``%2E.``), long ids hashed; ids never escape the folder, never hide, and the
+id itself is kept in ``<series-key>.json``. Every file is written
 atomically (:mod:`capplan.atomic`); parallel writers of different series or
 runs never touch the same file, and a reader always sees the last complete
 version.
@@ -38,12 +40,13 @@ from urllib.parse import quote, unquote
 import pandas as pd
 
 from capplan import atomic
+from forecasting.keys import file_key
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
 
 
 def series_key(series_id: str) -> str:
-    """File-name-safe key of a series id (percent-encoding, reversible)."""
-    return quote(series_id, safe="")
+    """File-name-safe, bounded key of a series id (:func:`forecasting.keys.file_key`)."""
+    return file_key(series_id)
 
 
 class Store:
@@ -68,18 +71,39 @@ class Store:
         atomic.write_text(self.history_dir / f"{key}.json", json.dumps(doc, indent=2, default=str))
 
     def series_ids(self) -> list[str]:
+        """Every stored series id: from ``<key>.json`` (hashed keys do not decode),
+        else the decoded file name. Hidden-looking names (``.team.parquet`` of
+        older stores) are listed too; temporaries end in ``.tmp``, not ``.parquet``."""
         if not self.history_dir.exists():
             return []
-        return sorted(unquote(p.stem) for p in self.history_dir.glob("*.parquet") if not p.name.startswith("."))
+        ids = []
+        for p in self.history_dir.glob("*.parquet"):
+            doc = p.with_suffix(".json")
+            sid = None
+            if doc.exists():
+                try:
+                    sid = json.loads(doc.read_text()).get("series_id")
+                except ValueError:
+                    sid = None
+            ids.append(sid if isinstance(sid, str) else unquote(p.stem))
+        return sorted(ids)
+
+    def _paths(self, series_id: str) -> tuple[Path, Path]:
+        """(parquet, json) of a series; an older store's plain percent-encoded name
+        (``.team``) when only that exists."""
+        for key in (series_key(series_id), quote(series_id, safe="")):
+            p = self.history_dir / f"{key}.parquet"
+            if p.exists():
+                return p, p.with_suffix(".json")
+        key = series_key(series_id)
+        return self.history_dir / f"{key}.parquet", self.history_dir / f"{key}.json"
 
     def read_series(self, series_id: str) -> tuple[pd.DataFrame, SeriesMeta, dict]:
         """One series' history, metadata and pull state. Raises KeyError if absent."""
-        key = series_key(series_id)
-        p = self.history_dir / f"{key}.parquet"
+        p, doc_p = self._paths(series_id)
         if not p.exists():
             raise KeyError(series_id)
         frame = pd.read_parquet(p)
-        doc_p = self.history_dir / f"{key}.json"
         doc = json.loads(doc_p.read_text()) if doc_p.exists() else {}
         return frame, SeriesMeta(**doc.get("meta", {})), doc.get("state", {})
 
@@ -96,7 +120,7 @@ class Store:
 
     def last_timestamp(self, series_id: str) -> pd.Timestamp | None:
         """Last stored timestamp of a series (None if not stored)."""
-        p = self.history_dir / f"{series_key(series_id)}.json"
+        p = self._paths(series_id)[1]
         if not p.exists():
             return None
         ts = json.loads(p.read_text()).get("last_timestamp")
@@ -126,13 +150,20 @@ class Store:
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
 
-    def save_run(self, folder: str | os.PathLike, run_id: str) -> Path:
+    def save_run(self, folder: str | os.PathLike, run_id: str, publish: bool = True) -> Path:
         """Copy a finished output folder into ``runs/<run_id>/`` (swapped in whole)
-        and mark it LATEST. Returns the run folder."""
+        and, with ``publish``, mark it LATEST. Returns the run folder."""
         with atomic.replace_dir(self.run_dir(run_id)) as tmp:
             shutil.copytree(folder, tmp, dirs_exist_ok=True)
-        self.mark_latest(run_id)
+        if publish:
+            self.mark_latest(run_id)
         return self.run_dir(run_id)
+
+    def copy_run(self, run_id: str, out: str | os.PathLike) -> Path:
+        """Copy ``runs/<run_id>/`` to ``out`` (swapped in whole). Returns ``out``."""
+        with atomic.replace_dir(out) as tmp:
+            shutil.copytree(self.run_dir(run_id), tmp, dirs_exist_ok=True)
+        return Path(out)
 
     # -- per-tier forecasts (scheduled jobs) ---------------------------------------------
     def forecast_dir(self, tier: str, key: str) -> Path:

@@ -26,7 +26,11 @@ from capplan.store import Store
 
 ENV_STORE = "CAPPLAN_STORE"
 ENV_CONFIG = "CAPPLAN_CONFIG"
+ENV_CONFIG_DIR = "CAPPLAN_CONFIG_DIR"
 RUN_KEY = "capplan_run_id"
+MIN_SCORE_POINTS = 24
+"""Backtest scores on fewer scored points than this (one day of hourly points) are marked
+as unreliable: a MASE on 3 points says little."""
 
 COLORS = {"demand": "#1f2937", "recommended": "#2563eb", "baseline": "#f59e0b", "unmet": "rgba(220,38,38,0.45)",
           "whatif": "#16a34a", "hourly": "#7c3aed", "daily": "#0891b2", "weekly": "#db2777",
@@ -36,6 +40,20 @@ COLORS = {"demand": "#1f2937", "recommended": "#2563eb", "baseline": "#f59e0b", 
 # -- where ----------------------------------------------------------------------------
 def config_path() -> str | None:
     return os.environ.get(ENV_CONFIG) or None
+
+
+def allowed_configs() -> list[str]:
+    """The configs a new run may use: the dashboard's ``--config`` and the ``*.yaml``/``*.yml``
+    files directly in its ``--config-dir``, as absolute paths. Nothing else on the server
+    can be named from the browser (issue 15: no arbitrary server paths)."""
+    out = []
+    if config_path():
+        out.append(str(Path(config_path()).resolve()))
+    d = os.environ.get(ENV_CONFIG_DIR)
+    if d and Path(d).is_dir():
+        out += sorted(str(p.resolve()) for p in Path(d).iterdir()
+                      if p.is_file() and p.suffix in (".yaml", ".yml"))
+    return list(dict.fromkeys(out))
 
 
 @st.cache_resource(show_spinner=False)
@@ -155,9 +173,29 @@ def saving(rec: float | None, base: float | None) -> float:
 
 
 def run_caption(ctx: RunCtx, rep: dict) -> None:
+    """Which run the page shows, and whether it is the fleet's published plan."""
     r = rep.get("run", {})
     st.caption(f"Run `{ctx.run_id}` · source `{r.get('source', '?')}` · seed {r.get('seed', '?')} · "
                f"{len(rep.get('series', {}))} series · store `{store_root()}`")
+    if r.get("series_filter"):
+        st.warning(f"Partial run: only {', '.join(r['series_filter'])} (`--series`), "
+                   + ("published as the fleet plan." if r.get("published") else "not the fleet's published plan."))
+    elif r.get("published") is False:
+        st.info("This run was not published: the fleet's plan is the store's latest run.")
+
+
+def most_at_stake(rep: dict) -> str | None:
+    """The series with the highest recommended (else baseline) cost in USD: the one a
+    page opens on (issue 15: never on the smallest or weakest series by name)."""
+    def cost(s: dict) -> float:
+        for k in ("recommended", "baseline"):
+            v = (s.get(k) or {}).get("cost_usd")
+            if v is not None and v == v:
+                return float(v)
+        return float("-inf")
+
+    series = rep.get("series", {})
+    return max(sorted(series), key=lambda sid: cost(series[sid])) if series else None
 
 
 def page(title: str) -> tuple[RunCtx, dict]:
@@ -178,4 +216,6 @@ def series_picker(rep: dict, key: str, label: str = "Series") -> str:
     prev = st.session_state.get(key)
     if prev is not None and prev not in ids:
         del st.session_state[key]
-    return st.selectbox(label, ids, key=key)
+    if key not in st.session_state:
+        st.session_state[key] = most_at_stake(rep)
+    return st.selectbox(label, ids, key=key, help="Opens on the series with the most at stake (highest cost).")

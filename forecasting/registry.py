@@ -24,9 +24,10 @@ import shutil
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from urllib.parse import quote
 
 import pandas as pd
+
+from forecasting.keys import file_key
 
 MAX_AGE = {"hourly": pd.Timedelta(0), "daily": pd.Timedelta("24h"), "weekly": pd.Timedelta("7D")}
 LIBS = ("statsmodels", "prophet", "keras", "tensorflow-cpu", "pandas", "numpy")
@@ -56,7 +57,7 @@ class ModelRegistry:
         self.warnings: list[str] = []
 
     def _dir(self, tier: str, key: str) -> Path:
-        return self.root / tier / quote(key, safe="")
+        return self.root / tier / file_key(key)
 
     def save(self, tier: str, key: str, files: dict[str, bytes | Path], data_range: tuple[pd.Timestamp, pd.Timestamp],
              series: list[str], scores: dict | None = None, now: dt.datetime | None = None) -> str:

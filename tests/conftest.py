@@ -52,7 +52,7 @@ def plan_run(tmp_path_factory, fast_config):
 
     out = tmp_path_factory.mktemp("plan") / "out"
     args = [sys.executable, "-m", "capplan", "plan", "--config", str(fast_config), "--out", str(out),
-            "--format", "json", "--seed", "7"]
+            "--format", "json", "--seed", "7", "--publish"]
     for s in E2E_SERIES:
         args += ["--series", s]
     r = subprocess.run(args, capture_output=True, text=True, cwd=REPO, timeout=900)

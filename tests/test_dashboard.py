@@ -429,15 +429,20 @@ def _wait_rendered(driver, heading: str, texts: list[str], timeout: float = 120)
 
 def test_browser_every_page(browser_available, fixture_run, server, tmp_path_factory):
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     rep = fixture_run["report"]
     shots = Path(os.environ.get("CAPPLAN_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     rec = sum(s["recommended"]["cost_usd"] for s in rep["series"].values())
-    first = sorted(rep["series"])[0]  # every picker starts at the first series id
+    from dashboards.common import MIN_SCORE_POINTS, most_at_stake
+
+    first = most_at_stake(rep)  # every picker starts at the series with the most at stake (cost)
     n_files = len(list(fixture_run["run_dir"].rglob("*.yaml")))
-    mase = {m: v["bands"]["all"]["mase"] for m, v in rep["series"][first]["backtest"].items() if "all" in v["bands"]}
-    best = f"({min(mase.values()):.3f})"  # the lowest MASE (models may tie on it)
+    bands = {m: v["bands"]["all"] for m, v in rep["series"][first]["backtest"].items()
+             if "all" in v["bands"] and v["bands"]["all"]["n"] >= MIN_SCORE_POINTS}
+    best = min(bands, key=lambda m: bands[m]["mase"])
+    best = f"{best} ({bands[best]['mase']:.3f}, {bands[best]['n']} points)"
     pages = [
         ("", "Fleet", ["Demand against provisioned capacity", "Utilisation by hour of week", _usd(rec)]),
         ("forecasts", "Forecasts", ["Backtest", "Lowest MASE over all horizons:", best]),
@@ -465,10 +470,15 @@ def test_browser_every_page(browser_available, fixture_run, server, tmp_path_fac
             if path in ("", "forecasts", "plan", "what-if"):
                 assert driver.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg"), f"{path}: no chart drawn"
         # the What-if replay reruns live in the browser: lower the HPA target with the keyboard
-        from selenium.webdriver.common.keys import Keys
 
         driver.get(f"{server}/what-if")
         _wait_rendered(driver, "What-if", ["Reset to recommended"])
+        infer = next(sid for sid in sorted(rep["series"]) if rep["series"][sid]["kind"] == "inference")
+        if infer != first:  # pick the inference series in the picker (it opened on the costliest one)
+            box = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSelectbox"] input')
+            box.click()
+            box.send_keys(infer, Keys.ENTER)
+            _wait_rendered(driver, "What-if", ["HPA target utilisation"])
         before = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricValue"]')[0].text
         from selenium.webdriver.common.action_chains import ActionChains
 

@@ -41,6 +41,15 @@ def source_demand(prom_data, step: str = "5min") -> pd.Series:
     return s[s.index == s.index.floor(step)]
 
 
+def source_peak(prom_data, step: str = "5min") -> pd.Series:
+    """The per-step maximum a pull stores by default (``step_aggregation: max``): the peak
+    of the per-minute source over the step ``(t - step, t]`` before each grid point t."""
+    h = prom_data.helios.set_index("timestamp")
+    s = (h["running"] + h["pending"]).sort_index()
+    peak = s.rolling(pd.Timedelta(step), closed="right").max()
+    return peak[peak.index == peak.index.floor(step)]
+
+
 def cfg_for(url: str, series: list[dict], store: Path, **prom) -> CapplanConfig:
     return CapplanConfig.model_validate({"prometheus": {"url": url, "retries": 1, "backoff_s": 0.05, **prom},
                                          "series": series, "store": str(store)})
@@ -133,10 +142,11 @@ def test_ingest_values_equal_source_and_resume(prom, prom_data, tmp_path, capsys
     frame, meta, state = Store(tmp_path / "store").read_series("train/vc6YE")
     assert r["total_points"] == len(frame) == 31 * 288
     assert frame["timestamp"].is_unique and str(frame["timestamp"].dtype) == "datetime64[ns, UTC]"
-    src = source_demand(prom_data)
+    src = source_peak(prom_data)
     got = frame.set_index("timestamp")["value"]
     pd.testing.assert_series_equal(got, src.loc[got.index], check_names=False, check_freq=False)
     assert meta.kind == "training" and meta.query_unit == "gpu" and state["step_s"] == 300
+    assert state["step_aggregation"] == "max" and state["pulled_query"].startswith("max_over_time(")
 
 
 def test_long_range_is_chunked_whole_without_duplicates(prom, prom_data):
@@ -155,17 +165,21 @@ def test_label_set_changes_combined_per_aggregation(prom, prom_data):
     join = (f'* on(namespace, pod) group_left() max by (namespace, pod) '
             f'(kube_pod_status_phase{{phase=~"Running|Pending", {ns}}} == 1)')
     start, end = epoch(T0 + pd.Timedelta(hours=20)), epoch(T0 + pd.Timedelta(days=2, hours=4))
-    src = source_demand(prom_data).loc[pd.Timestamp(start, unit="s", tz="UTC"):pd.Timestamp(end, unit="s", tz="UTC")]
-    # per-pod series (pods are renamed daily) combined by the query's outer `sum by (pod)`
+    window = slice(pd.Timestamp(start, unit="s", tz="UTC"), pd.Timestamp(end, unit="s", tz="UTC"))
+    src = source_demand(prom_data).loc[window]
+    # per-pod series (pods are renamed daily) combined by the query's outer `sum by (pod)`: by the client
+    # when each point is the step's last value, inside the step maximum (peak of the total) by default
     q = f"sum by (pod) (kube_pod_container_resource_requests{{{ns}}} {join})"
-    f, notes = pull(client, SeriesConfig(id="x", query=q), start, end)
+    f, notes = pull(client, SeriesConfig(id="x", query=q, step_aggregation="last"), start, end)
     np.testing.assert_array_equal(f["value"].to_numpy(), src.to_numpy())
     assert any("label sets combined with sum" in n for n in notes)
+    f, notes = pull(client, SeriesConfig(id="x", query=q), start, end)
+    np.testing.assert_array_equal(f["value"].to_numpy(), source_peak(prom_data).loc[window].to_numpy())
     # no aggregation, label sets that follow each other (one Running train pod per day): joined
     q2 = (f'kube_pod_container_resource_requests{{{ns}, pod=~".*-train-.*"}} * on(namespace, pod) group_left() '
           f'(kube_pod_status_phase{{phase="Running", {ns}}} == 1)')
     f2, notes2 = pull(client, SeriesConfig(id="x", query=q2), start, end)
-    h = prom_data.helios.set_index("timestamp")["running"]
+    h = prom_data.helios.set_index("timestamp")["running"].rolling("5min", closed="right").max()
     np.testing.assert_array_equal(f2["value"].to_numpy(), h.loc[f2["timestamp"]].to_numpy())
     assert len(f2) == len(src) and any("followed each other" in n for n in notes2)
     # no aggregation and overlapping label sets: an error, never a silent pick or double count

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
 from capplan.config import load_config
+from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
 from forecasting.backtest import summarise
@@ -75,6 +76,7 @@ def register(app: typer.Typer) -> None:
         no look-ahead; then a summary per horizon across series."""
         from capplan import pipeline
 
+        check_timezone(timezone)  # options first: before any import or read
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
@@ -91,7 +93,8 @@ def register(app: typer.Typer) -> None:
             doc = backtest_document(pipeline.backtest_stage(prep, fc))
         for sid in doc["series"]:
             doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
-            doc["series"][sid]["fallbacks"] = prep.notes.get(sid, []) + fc.fallbacks.get(sid, [])
+            doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
+                                               + fc.fallbacks.get(sid, []))
 
         def table(console) -> None:
             console.print(render_table(doc))

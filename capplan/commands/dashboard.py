@@ -3,7 +3,7 @@
 Runs ``streamlit run <dashboards/app.py>`` (located through the installed
 ``dashboards`` package) headless, bound to 127.0.0.1:8501 unless ``--host`` /
 ``--port`` say otherwise. The store it reads is passed in the environment
-(``CAPPLAN_STORE``, ``CAPPLAN_CONFIG``).
+(``CAPPLAN_STORE``, ``CAPPLAN_CONFIG``, ``CAPPLAN_CONFIG_DIR``).
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def register(app: typer.Typer) -> None:
                                              "(default: the config's store, else .capplan/store)."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml: its store, prices and plan "
                                               "settings (used by What-if and by new runs)."),
+        config_dir: Optional[Path] = typer.Option(None, "--config-dir", help="Folder whose *.yaml configs the "
+                                                  "sidebar's New run may use (besides --config); no other server "
+                                                  "path can be chosen from the browser."),
     ):
         """Open the planning dashboard: Fleet, Forecasts, Plan, Manifests and What-if on the latest run."""
         from capplan.config import load_config
@@ -47,6 +50,10 @@ def register(app: typer.Typer) -> None:
             cfg = load_config(config)  # fail early, exit 2, on a bad config
             env["CAPPLAN_CONFIG"] = str(config.resolve())
             env["CAPPLAN_STORE"] = cfg.store
+        if config_dir is not None:
+            if not config_dir.is_dir():
+                raise InputError(f"--config-dir {config_dir}: not a folder")
+            env["CAPPLAN_CONFIG_DIR"] = str(config_dir.resolve())
         if store is not None:
             if store.exists() and not store.is_dir():
                 raise InputError(f"--store {store}: not a folder")

@@ -23,6 +23,7 @@ from capplan.config import PlanConfig, load_config
 from capplan.console import StageProgress, err, out
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.executor import EXECUTORS
+from capplan.options import check_timezone
 from capplan.summary import fleet_summary, ordered, policy_metrics, summary_lines
 from capplan.table import Column, fit_table
 
@@ -128,6 +129,9 @@ def register(app: typer.Typer) -> None:
                                               "LocalCluster.", show_default="up to 2"),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every forecast warning."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+        publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
+                                               "LATEST (the fleet plan the dashboard opens on).",
+                                               show_default="only a run of every series into the default --out"),
     ):
         """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
@@ -140,6 +144,7 @@ def register(app: typer.Typer) -> None:
         from capplan.pipeline import run_plan
         from capplan.store import Store
 
+        check_timezone(timezone)  # options first: before any import or read
         cfg = load_config(config)
         if n_calls is not None:
             if n_calls < 4:
@@ -159,13 +164,17 @@ def register(app: typer.Typer) -> None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
             result = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
-                              progress=progress, store=Store(cfg.store))
+                              progress=progress, store=Store(cfg.store), publish=publish)
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
         def table(console: Console) -> None:
             print_report(report, console, verbose)
             console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
+            console.print(f"run {report['run']['run_id']}: " + (
+                "published as the store's LATEST" if report["run"]["published"] else
+                "saved in the store, not published (LATEST unchanged; --publish makes it the fleet plan)"),
+                highlight=False, markup=False)
 
         render(fmt, report, lambda: csv_rows(report), table, out, output)
         failed = report.get("failed") or {}

@@ -19,6 +19,8 @@ from typing import Callable
 import pandas as pd
 
 from capplan.errors import InputError
+from capplan.options import check_timezone
+from capplan.sources.implausible import mask_implausible
 from forecasting.types import SeriesMeta
 
 
@@ -31,6 +33,15 @@ class LoadedHistory:
     meta: dict[str, SeriesMeta]
     notes: list[str] = field(default_factory=list)
     label: str = ""
+    rows: pd.Series | None = None
+    """Row number of each frame row in the input file (header = row 1), when there is one."""
+
+    def notes_for(self, series_id: str, series_ids) -> list[str]:
+        """The notes that concern ``series_id``: those starting ``"<id>:"`` and
+        those naming no series of ``series_ids`` (about the whole input)."""
+        ids = list(series_ids)
+        return [n for n in self.notes
+                if n.startswith(series_id + ":") or not any(n.startswith(s + ":") for s in ids)]
 
 
 _SOURCES: dict[str, Callable[..., LoadedHistory]] = {}
@@ -47,15 +58,23 @@ def register(name: str):
 def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHistory:
     """Load history from a ``--source`` spec.
 
+    Implausible values (non-finite, or a million times beyond the series'
+    median) become missing with a note: :mod:`capplan.sources.implausible`,
+    the policy every command shares.
+
     Raises
     ------
     InputError: unknown form, missing path, or bad content (the message names
         the file, column or row).
     """
+    check_timezone(timezone)
     name, _, arg = spec.partition(":")
     if name not in _SOURCES:
         raise InputError(f"--source {spec!r}: unknown source; use sample, csv:PATH, parquet:PATH or store")
-    return _SOURCES[name](arg, timezone=timezone, config=config)
+    loaded = _SOURCES[name](arg, timezone=timezone, config=config)
+    loaded.frame, notes = mask_implausible(loaded.frame, loaded.label or spec, loaded.rows)
+    loaded.notes.extend(notes)
+    return loaded
 
 
 from capplan.sources import files, sample, store_source  # noqa: E402,F401  (registration)

@@ -5,8 +5,15 @@ Columns: ``timestamp``, ``series_id``, ``value`` (required) and optional
 
 * ``timestamp`` is ISO 8601 with or without an offset, or Unix epoch seconds.
   Naive timestamps are read in ``--timezone`` (default UTC); everything is
-  converted to UTC.
-* ``value`` must be numeric; empty cells are missing values (NaN).
+  converted to UTC. Numbers of 12 or 13 digits (``>= 1e11``, which as seconds
+  would lie after the year 5000) are read as epoch **milliseconds**, row by
+  row, and a note says how many; larger numbers (micro/nanoseconds) are an error.
+* One series may span at most :data:`MAX_SPAN_DAYS` days: a row dated far away
+  from the rest (``2200-01-01`` in a 2024 file) is an error naming that row,
+  found before anything is resampled.
+* ``value`` must be numeric; empty cells are missing values (NaN). Non-finite
+  and implausibly large values become missing with a note
+  (:mod:`capplan.sources.implausible`).
 
 Every problem raises :class:`capplan.errors.InputError` naming the file and
 the column or the first bad row (1-based, counting the header as row 1).
@@ -24,6 +31,12 @@ from capplan.sources import LoadedHistory, register
 from forecasting.types import SeriesMeta
 
 REQUIRED = ("timestamp", "series_id", "value")
+MS_FROM = 1e11
+"""Epoch numbers at or above this are milliseconds (as seconds: after the year 5000)."""
+MS_UNTIL = 1e14
+"""... and below this (as milliseconds: before the year 5138); larger is an error."""
+MAX_SPAN_DAYS = 1096
+"""Longest history one series may span (3 years: 315,648 points on the 5-minute grid)."""
 
 
 def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
@@ -52,10 +65,27 @@ def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
     return p, df
 
 
-def parse_timestamps(col: pd.Series, path: Path, timezone: str) -> pd.Series:
-    """ISO 8601 (with or without offset) or epoch seconds -> ``datetime64[ns, UTC]``.
+def _epoch(numeric: pd.Series, col: pd.Series, path: Path, notes: list[str] | None) -> pd.Series:
+    """Epoch seconds, or milliseconds where ``MS_FROM <= |x| < MS_UNTIL`` -> UTC times."""
+    x = numeric.astype("float64")
+    too_big = ~np.isfinite(x) | (x.abs() >= MS_UNTIL)
+    if too_big.any():
+        i = int(np.flatnonzero(too_big.reindex(col.index, fill_value=False).to_numpy())[0])
+        raise InputError(f"{path}: row {i + 2}: column timestamp: {col.iloc[i]!r} is not a plausible epoch time "
+                         "(microseconds or nanoseconds?); use epoch seconds, epoch milliseconds or ISO 8601")
+    ms = x.abs() >= MS_FROM
+    if ms.any() and notes is not None:
+        notes.append(f"{path}: {int(ms.sum())} timestamp(s) of 12+ digits read as epoch milliseconds")
+    return pd.to_datetime(x.where(~ms, x / 1000.0), unit="s", utc=True)
 
-    Raises InputError naming the first row that does not parse.
+
+def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str] | None = None) -> pd.Series:
+    """ISO 8601 (with or without offset), epoch seconds or epoch milliseconds
+    (numbers >= ``MS_FROM``) -> ``datetime64[ns, UTC]``. ``notes`` (if given)
+    receives a note when milliseconds were read.
+
+    Raises InputError naming the first row that does not parse, or a number
+    too large for epoch milliseconds.
     """
     if pd.api.types.is_datetime64_any_dtype(col):
         ts = pd.to_datetime(col)
@@ -65,7 +95,7 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str) -> pd.Series:
     s = col.astype(str).str.strip()
     numeric = pd.to_numeric(s, errors="coerce")
     if numeric.notna().all():
-        return pd.to_datetime(numeric.astype("float64"), unit="s", utc=True).astype("datetime64[ns, UTC]")
+        return _epoch(numeric, col, path, notes).astype("datetime64[ns, UTC]")
     has_offset = s.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True)
     out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns, UTC]")
     if has_offset.any():
@@ -79,7 +109,7 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str) -> pd.Series:
             raise InputError(f"--timezone {timezone!r}: {exc}") from None
     epoch = numeric.notna() & ~has_offset
     if epoch.any():
-        out[epoch] = pd.to_datetime(numeric[epoch], unit="s", utc=True)
+        out[epoch] = _epoch(numeric[epoch], col, path, notes)
     bad = out.isna()
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
@@ -88,8 +118,26 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str) -> pd.Series:
     return out
 
 
+def check_span(sid: pd.Series, ts: pd.Series, path: Path) -> None:
+    """Raise InputError naming the row of a series whose times span more than
+    ``MAX_SPAN_DAYS``: the row farthest from the series' median time (an
+    outlying date such as 2200-01-01), before anything is resampled."""
+    limit = pd.Timedelta(days=MAX_SPAN_DAYS)
+    g = ts.groupby(sid)
+    span = g.max() - g.min()
+    for s_id in span.index[span > limit]:
+        t = ts[sid == s_id]
+        med = t.sort_values().iloc[len(t) // 2]
+        far = (t - med).abs().idxmax()
+        i = int(ts.index.get_loc(far))
+        raise InputError(f"{path}: row {i + 2}: column timestamp: {t[far].isoformat()} is {abs(t[far] - med).days} "
+                         f"days from the middle of series {s_id} ({med.date()}); one series may span at most "
+                         f"{MAX_SPAN_DAYS} days: fix or remove the row")
+
+
 def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
-    ts = parse_timestamps(df["timestamp"], p, timezone)
+    notes: list[str] = []
+    ts = parse_timestamps(df["timestamp"], p, timezone, notes)
     raw = df["value"]
     vals = pd.to_numeric(raw, errors="coerce")
     bad = vals.isna() & raw.notna() & (raw.astype(str).str.strip().str.lower() != "nan")
@@ -100,8 +148,8 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     if (sid == "").any() or df["series_id"].isna().any():
         i = int(np.flatnonzero(((sid == "") | df["series_id"].isna()).to_numpy())[0])
         raise InputError(f"{p}: row {i + 2}: column series_id is empty")
+    check_span(sid, ts, p)
     frame = pd.DataFrame({"series_id": sid, "timestamp": ts, "value": vals.astype("float64")})
-    notes = []
     n_nan = int(frame["value"].isna().sum())
     if n_nan:
         notes.append(f"{p}: {n_nan} missing values read as NaN (treated as gaps)")
@@ -119,7 +167,7 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
             meta[s_id] = SeriesMeta(timezone=timezone, **kw)
         except Exception as exc:
             raise InputError(f"{p}: series {s_id}: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
-    return LoadedHistory(frame, meta, notes, label=f"{p}")
+    return LoadedHistory(frame, meta, notes, label=f"{p}", rows=pd.Series(np.arange(len(frame)) + 2, index=frame.index))
 
 
 @register("csv")

@@ -23,6 +23,19 @@ What this module guarantees (issue 3):
 * **Clear 4xx errors** naming the series id, the query and Prometheus' own
   error text; credentials (read only from the environment) never appear in a
   message.
+* **What a point means** (issue 15): the query is rewritten so that a point is
+  the peak of its step (``step_aggregation: max``, default) or its last value
+  (``last``), and a sample counts only within ``scrape_interval`` of its scrape,
+  so points after a series' last real sample are missing, never repeated
+  (:mod:`capplan.promql_steps`). Implausible values (``+Inf``, ``1e308``)
+  become missing with a note (:mod:`capplan.sources.implausible`), as in
+  ``plan`` and ``backtest``.
+* **Bad content in a 200 answer** (no ``data``, a value ``"abc"``) fails that
+  series with a message naming it and the query; the other series are still
+  pulled, and ``ingest`` exits non-zero.
+* **timeout_s is a deadline for the whole request** (connect, headers and the
+  body), not only for each read: a server trickling bytes is cut off and the
+  message says "timed out".
 * **All or nothing per series.** Chunks are collected in memory and the
   series is written with one :meth:`capplan.store.Store.write_series` call
   after the last chunk, so a failure mid-pull leaves the stored series as it
@@ -32,6 +45,7 @@ What this module guarantees (issue 3):
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import math
 import os
@@ -45,12 +59,15 @@ import numpy as np
 import pandas as pd
 import requests
 import tenacity
+import urllib3
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
+from capplan import atomic
 from capplan.config import CapplanConfig, PrometheusConfig, SeriesConfig, parse_duration
 from capplan.errors import InputError, SourceError
 from capplan.promql import TEMPLATES, outer_aggregation
+from capplan.sources.implausible import mask_implausible
 from capplan.store import Store
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
 
@@ -108,13 +125,41 @@ def parse_values(values: list, step_s: int | None = None) -> tuple[np.ndarray, n
     per-point conversion.
     """
     n = len(values)
-    x = np.array([v[1] for v in values], dtype=np.float64)
+    x = np.array([v[1] for v in values], dtype=np.float64)  # ValueError on "abc": see check_result
     if n > 1 and step_s:
         t0 = int(round(values[0][0] * 1000))
         if int(round(values[-1][0] * 1000)) - t0 == (n - 1) * step_s * 1000:
             return t0 + np.arange(n, dtype=np.int64) * (step_s * 1000), x
     ts = np.fromiter((v[0] for v in values), dtype=np.float64, count=n)
     return np.rint(ts * 1000.0).astype(np.int64), x
+
+
+def check_result(result, what: str) -> list[dict]:
+    """The ``data.result`` list of a 200 answer, checked: a list of
+    ``{"metric": {...}, "values": [[epoch_s, "number"], ...]}``.
+
+    Raises PrometheusError (``bad_input`` False: exit code 1) naming ``what``
+    (series and query) and the first fault.
+    """
+    if not isinstance(result, list):
+        raise PrometheusError(f"{what}: Prometheus answered 200 without a matrix result ({type(result).__name__})",
+                              bad_input=False)
+    for r in result:
+        if not isinstance(r, dict) or not isinstance(r.get("metric", {}), dict) or \
+                not isinstance(r.get("values", []), list):
+            raise PrometheusError(f"{what}: Prometheus answered 200 with a malformed series: {str(r)[:120]}",
+                                  bad_input=False)
+        for v in r.get("values", []):
+            ok = isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], (int, float))
+            if ok:
+                try:
+                    float(v[1])
+                except (TypeError, ValueError):
+                    ok = False
+            if not ok:
+                raise PrometheusError(f"{what}: Prometheus answered 200 with a bad sample {str(v)[:80]} "
+                                      "(expected [epoch seconds, \"number\"])", bad_input=False)
+    return result
 
 
 def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None, what: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -186,6 +231,61 @@ def _prom_error_text(raw: str) -> str:
     return body.strip()[:500] or "(empty body)"
 
 
+class _DeadlineSession(requests.Session):
+    """A session whose requests must complete, body included, within ``deadline_s``.
+
+    ``requests``' own timeout bounds each socket read, so a server sending one
+    byte a second never times out; here the body is read in chunks and the
+    request fails with :class:`requests.Timeout` once the deadline passes.
+    """
+
+    def __init__(self, deadline_s: float):
+        super().__init__()
+        self.deadline_s = deadline_s
+
+    def request(self, method, url, **kw):
+        end = time.monotonic() + self.deadline_s
+        kw["stream"] = True
+        resp = super().request(method, url, **kw)
+        chunks = []
+        try:
+            while True:  # read1: whatever has arrived (read(n) would wait for n bytes of a trickle)
+                try:
+                    chunk = resp.raw.read1(65536, decode_content=True)
+                except urllib3.exceptions.ReadTimeoutError:
+                    raise requests.Timeout(f"timed out: no byte within {self.deadline_s:g} s") from None
+                except urllib3.exceptions.HTTPError as exc:
+                    raise requests.ConnectionError(str(exc)) from None
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if time.monotonic() > end:
+                    raise requests.Timeout(f"timed out: no complete answer within {self.deadline_s:g} s")
+        finally:
+            resp.close()
+        resp._content = b"".join(chunks)
+        resp._content_consumed = True
+        return resp
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """True when a ``requests`` error is a timeout in disguise (a read timeout
+    while streaming the body surfaces as ConnectionError)."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (requests.Timeout, TimeoutError)) or "timed out" in str(e).lower():
+            return True
+        e = e.__cause__ or e.__context__ or (e.args[0] if e.args and isinstance(e.args[0], BaseException) else None)
+    return False
+
+
+_AUTH_HEADER_RE = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+                             r"(?:[a-z]+ +)?[A-Za-z0-9+/=._~%:-]+")
+"""An echoed ``Authorization: <scheme> <credentials>`` (or ``"authorization": "..."``) value."""
+
+
 class PrometheusClient:
     """One Prometheus endpoint, configured from ``prometheus:`` of the config.
 
@@ -207,15 +307,16 @@ class PrometheusClient:
             if not tok:
                 raise InputError(f"prometheus.bearer_token_env: environment variable {cfg.bearer_token_env} is not set")
             headers["Authorization"] = f"Bearer {tok}"
-            self._secrets.append(tok)
+            self._secrets += [f"Bearer {tok}", tok]
         if cfg.basic_auth:
             pw = env.get(cfg.basic_auth.password_env, "")
             if not pw:
                 raise InputError(f"prometheus.basic_auth.password_env: environment variable "
                                  f"{cfg.basic_auth.password_env} is not set")
             auth = (cfg.basic_auth.username, pw)
-            self._secrets.append(pw)
-        session = requests.Session()
+            b64 = base64.b64encode(f"{cfg.basic_auth.username}:{pw}".encode("utf-8")).decode("ascii")
+            self._secrets += [f"Basic {b64}", b64, pw]
+        session = _DeadlineSession(cfg.timeout_s)
         if cfg.ca_file:
             if not os.path.isfile(cfg.ca_file):
                 raise InputError(f"prometheus.ca_file: {cfg.ca_file}: file not found")
@@ -232,11 +333,13 @@ class PrometheusClient:
         self._prom.close()
 
     def scrub(self, text: str) -> str:
-        """``text`` with every configured secret replaced by ``***``."""
+        """``text`` with every credential replaced by ``***``: the bearer token, the
+        basic-auth password and the base64 of ``user:password`` (whole header values
+        first), and any echoed ``Authorization: ...`` header value whatever it holds."""
         for s in self._secrets:
             if s:
                 text = text.replace(s, "***")
-        return text
+        return _AUTH_HEADER_RE.sub(r"\1***", text)
 
     def _once(self, query: str, start_s: int, end_s: int, step_s: int) -> list:
         try:
@@ -250,12 +353,17 @@ class PrometheusClient:
             if status is None or status >= 500 or status == 429:
                 raise _Transient(f"HTTP {status}: {text}", status) from None
             raise PrometheusError(text, status) from None
+        except (KeyError, TypeError):  # 200 without data.result: the answer is not Prometheus' query_range
+            raise PrometheusError("Prometheus answered 200 without data.result (not a query_range answer; "
+                                  "is the URL a Prometheus server?)", bad_input=False) from None
         except requests.Timeout:
-            raise _Transient(f"no answer within timeout_s={self.cfg.timeout_s:g} s") from None
+            raise _Transient(f"timed out: no complete answer within timeout_s={self.cfg.timeout_s:g} s") from None
         except requests.exceptions.SSLError:
             raise PrometheusError("TLS verification failed (SSLError); set prometheus.ca_file to the "
                                   "server's CA bundle", bad_input=True) from None
         except requests.ConnectionError as exc:
+            if _timed_out(exc):
+                raise _Transient(f"timed out: no complete answer within timeout_s={self.cfg.timeout_s:g} s") from None
             reason = str(exc.args[0]) if exc.args else ""
             reason = re.sub(r".*\] ", "", reason.split("(Caused by ")[-1]).rstrip(")'\"") if reason else ""
             raise _Transient(f"cannot connect ({reason or type(exc).__name__})") from None
@@ -298,17 +406,21 @@ def pull(client: PrometheusClient, series: SeriesConfig, start_s: int, end_s: in
          max_points: int | None = None, on_chunk: ChunkCallback | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Pull one series over ``[start_s, end_s]`` (epoch seconds, aligned inward to its step).
 
-    Returns (history frame, notes). Nothing is written. Raises PrometheusError
-    (see :meth:`PrometheusClient.query_range`) or SourceError (overlapping
-    label sets without an aggregation).
+    The query sent is :meth:`SeriesConfig.pull_query` (per-step peak or last
+    value, stale samples missing). Returns (history frame, notes). Nothing is
+    written. Raises PrometheusError (see :meth:`PrometheusClient.query_range`;
+    a 200 answer with bad content, :func:`check_result`) or SourceError
+    (overlapping label sets without an aggregation).
     """
-    query = series.promql()
+    query = series.promql(client.cfg.exported_labels)
+    sent = series.pull_query(client.cfg)
     step = series.step_seconds()
     chunks = chunk_ranges(start_s, end_s, step, max_points or client.cfg.max_points_per_request)
     parts: list[tuple[dict, np.ndarray, np.ndarray]] = []
     n = 0
     for i, (cs, ce) in enumerate(chunks, 1):
-        for r in client.query_range(query, cs, ce, step, series_id=series.id):
+        result = client.query_range(sent, cs, ce, step, series_id=series.id)
+        for r in check_result(result, f"series {series.id}: query {sent!r}"):
             if "values" not in r:
                 continue
             t, x = parse_values(r["values"], step)
@@ -316,9 +428,35 @@ def pull(client: PrometheusClient, series: SeriesConfig, start_s: int, end_s: in
             n += len(t)
         if on_chunk:
             on_chunk(series.id, i, len(chunks), n)
-    how = series.aggregate or outer_aggregation(query)
-    ts, vals, notes = combine(parts, how, f"series {series.id}: query {query!r}")
+    how = series.combination(client.cfg)
+    what = f"series {series.id}: query {query!r}"
+    if how is None and len({tuple(sorted(lbl.items())) for lbl, _, _ in parts}) > 1:
+        # label sets with no aggregation: a step may hold the end of one and the start of the next (a rename);
+        # they are joined (max per step) only if Prometheus never sees two of them at once within a step
+        most = _most_at_once(client, series, chunks)
+        if most > 1:
+            combine(parts, None, what)  # raises, naming the first overlap
+            raise SourceError(f"{what}: up to {most} label sets at once within a step; wrap the query in an "
+                              "aggregation such as sum(...) or set `aggregate: sum|avg|max|min` for the series")
+        ts, vals, _ = combine(parts, "max", what)
+        notes = [f"{len({tuple(sorted(p[0].items())) for p in parts})} label sets followed each other in time "
+                 "(e.g. renamed labels); joined"]
+    else:
+        ts, vals, notes = combine(parts, how, what)
     return to_frame(series.id, ts, vals), notes
+
+
+def _most_at_once(client: PrometheusClient, series: SeriesConfig, chunks: list[tuple[int, int]]) -> int:
+    """The most label sets of the series' query present at one instant (at the
+    scrape-interval resolution) in any step of ``chunks``."""
+    q = series.pull_query(client.cfg, count=True)
+    most = 0.0
+    for cs, ce in chunks:
+        for r in check_result(client.query_range(q, cs, ce, series.step_seconds(), series_id=series.id),
+                              f"series {series.id}: query {q!r}"):
+            vals = [float(v[1]) for v in r.get("values", [])]
+            most = max([most, *vals])
+    return int(most)
 
 
 @dataclass
@@ -389,8 +527,9 @@ def ingest_series(client: PrometheusClient, store: Store, series: SeriesConfig, 
         res.exit_code = 2 if getattr(exc, "bad_input", True) else 1
         res.seconds = time.perf_counter() - t0
         return res
-    res.notes = notes
-    query = series.promql()
+    new, bad = mask_implausible(new)
+    res.notes = notes + [n.split(": ", 1)[1] for n in bad]
+    query = series.promql(client.cfg.exported_labels)
     try:
         old, _, old_state = store.read_series(series.id)
     except KeyError:
@@ -422,6 +561,7 @@ def ingest_series(client: PrometheusClient, store: Store, series: SeriesConfig, 
                       gpus_per_replica=series.gpus_per_replica,
                       query_unit=tmpl.unit if tmpl else None)
     state = {"source": "prometheus", "url": client.cfg.url, "query": query, "template": series.template,
+             "pulled_query": series.pull_query(client.cfg), "step_aggregation": series.step_aggregation,
              "step_s": step, "pulled_from": res.range_start, "pulled_until": res.range_end,
              "aggregate": series.aggregate or outer_aggregation(query), "notes": res.notes}
     store.write_series(series.id, merged, meta, state)
@@ -455,6 +595,7 @@ def ingest(cfg: CapplanConfig, store: Store | None = None, *, start: str | None 
     if s_s is not None and e_s is not None and s_s >= e_s:
         raise InputError(f"--start {start} must be before --end {end}")
     store = store or Store(cfg.store)
+    atomic.clean_stale(store.history_dir)  # temporaries of a pull that was killed
     client = PrometheusClient(cfg.prometheus, env=env)
     lookback = parse_duration(cfg.prometheus.default_lookback)
     results = []

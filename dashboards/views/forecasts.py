@@ -58,8 +58,10 @@ for model, sc in sorted(s.get("backtest", {}).items()):
     for band in BANDS:
         b = sc.get("bands", {}).get(band)
         if b:
+            n = b.get("n") or 0
             rows.append({"model": model, "horizon": band, "MASE": b.get("mase"), "sMAPE": b.get("smape"),
-                         "pinball": b.get("pinball"), "coverage_p95": b.get("coverage_p95"), "n": b.get("n")})
+                         "pinball": b.get("pinball"), "coverage_p95": b.get("coverage_p95"), "n": n,
+                         "note": f"too few points (< {c.MIN_SCORE_POINTS})" if n < c.MIN_SCORE_POINTS else ""})
 table = pd.DataFrame(rows)
 if table.empty:
     st.warning("No backtest scores in this run.")
@@ -74,9 +76,17 @@ else:
     missing = [m for m in BENCHMARKS if m not in set(table["model"])]
     if missing:
         st.caption(f"Not scored in this run: {', '.join(missing)}.")
-    best = table[table["horizon"] == "all"].sort_values("MASE").head(1)
+    few = table[table["n"] < c.MIN_SCORE_POINTS]
+    if len(few):
+        st.warning(f"{len(few)} of {len(table)} scores rest on fewer than {c.MIN_SCORE_POINTS} points "
+                   f"(as few as {int(few['n'].min())}); they are marked and say little.")
+    every = table[table["horizon"] == "all"]
+    best = every[every["n"] >= c.MIN_SCORE_POINTS].sort_values("MASE").head(1)
     if len(best):
-        st.caption(f"Lowest MASE over all horizons: **{best['model'].iloc[0]}** ({best['MASE'].iloc[0]:.3f}).")
+        st.caption(f"Lowest MASE over all horizons: **{best['model'].iloc[0]}** ({best['MASE'].iloc[0]:.3f}, "
+                   f"{int(best['n'].iloc[0])} points).")
+    elif len(every):
+        st.caption(f"No lowest MASE shown: every model is scored on fewer than {c.MIN_SCORE_POINTS} points.")
 if s.get("fallbacks"):
     with st.expander(f"Fallbacks ({len(s['fallbacks'])})"):
         for f in s["fallbacks"]:

@@ -22,8 +22,8 @@ def rule(plan: SeriesPlan, ctx: Context) -> dict:
     t = ctx.target(plan)
     name = ctx.names[plan.series_id]
     return {
-        "seriesQuery": f'{s.gpu_metric}{{namespace!="",{s.pod_label}!=""}}',
-        "resources": {"overrides": {"namespace": {"resource": "namespace"}}},
+        "seriesQuery": f'{s.gpu_metric}{{{s.namespace_label}!="",{s.pod_label}!=""}}',
+        "resources": {"overrides": {s.namespace_label: {"resource": "namespace"}}},
         "name": {"matches": f"^{s.gpu_metric}$", "as": external_metric_name(name)},
         "metricsQuery": f'sum(<<.Series>>{{<<.LabelMatchers>>,{s.pod_label}=~"{pod_regex(t.name, t.kind)}"}})',
     }

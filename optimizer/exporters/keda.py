@@ -108,7 +108,7 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
     t = ctx.target(plan)
     name = ctx.names[plan.series_id]
     lo = min_replicas(p, s.allow_scale_to_zero)
-    query = f'sum({s.gpu_metric}{{namespace="{t.namespace}",{s.pod_label}=~"{pod_regex(t.name, t.kind)}"}})'
+    query = f'sum({s.gpu_metric}{{{s.namespace_label}="{t.namespace}",{s.pod_label}=~"{pod_regex(t.name, t.kind)}"}})'
     md = {
         "serverAddress": s.server_address,
         "query": query,

@@ -99,6 +99,8 @@ class ExportSettings(BaseModel):
     autoscaler: Literal["keda", "hpa"] = "keda"
     gpu_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     pod_label: str = "pod"
+    namespace_label: str = Field(default="namespace", description="label holding the workload's namespace on "
+                                 "gpu_metric: exported_namespace when dcgm-exporter is scraped without honorLabels")
     activation_threshold_percent: float = Field(default=5, ge=0)
     fallback_failure_threshold: int = Field(default=3, ge=1)
     fallback_replicas: int | None = Field(default=None, ge=0)
@@ -121,6 +123,13 @@ class ExportSettings(BaseModel):
     def _ns(cls, v: str) -> str:
         if not _RFC1123_LABEL.match(v):
             raise ValueError(f"{v!r} is not a valid namespace (RFC 1123 label)")
+        return v
+
+    @field_validator("pod_label", "namespace_label")
+    @classmethod
+    def _prom_label(cls, v: str) -> str:
+        if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", v):
+            raise ValueError(f"{v!r} is not a Prometheus label name")
         return v
 
     @property

@@ -1,0 +1,66 @@
+"""One policy for implausible demand values, applied by every command that reads
+history (``plan``, ``backtest`` through :func:`capplan.sources.load_source`;
+``ingest`` before it stores a pull).
+
+A value is **implausible** when it is
+
+* not finite (``inf``, ``-inf``; NaN is already a missing value), or
+* larger in magnitude than :data:`FACTOR` (one million) times the series'
+  median magnitude, and at least :data:`FLOOR` (one million) — e.g. ``1e308``
+  in a series of GPU counts. No GPU pool or service grows a million-fold
+  within one history; a value like that is a unit or export fault.
+
+Implausible values become **missing** (NaN, a gap: DESIGN.md's "NaN marks a
+missing point, never demand") and a note per series says how many and the
+first one (row and value), so the report records the fallback. They are never
+clipped to a bound, which would invent demand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+FACTOR = 1e6
+"""Times the series' median magnitude beyond which a value is implausible."""
+FLOOR = 1e6
+"""The bound is never below this (series whose median is 0 or tiny)."""
+
+
+def bound(values: np.ndarray) -> float:
+    """The magnitude beyond which a value of this series is implausible:
+    ``max(FLOOR, FACTOR * median(|finite values|))``."""
+    x = np.abs(values[np.isfinite(values)])
+    med = float(np.median(x)) if len(x) else 0.0
+    return max(FLOOR, FACTOR * med)
+
+
+def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Replace implausible ``value`` entries with NaN, per ``series_id``.
+
+    ``frame``: history columns (series_id, timestamp, value float64).
+    ``where`` names the input in the notes; ``rows`` (same index as
+    ``frame``) gives each entry's row number in that input, for the notes.
+    Returns (a new frame, notes such as ``"a: 1 implausible value(s) (first:
+    1e+308 at file.csv row 7) treated as missing"``). The input is not changed.
+    """
+    notes: list[str] = []
+    if frame.empty:
+        return frame, notes
+    out = frame.copy()
+    v = out["value"].to_numpy(np.float64, copy=True)
+    bad_all = np.zeros(len(out), bool)
+    for sid, idx in out.groupby("series_id", sort=True).indices.items():
+        x = v[idx]
+        bad = np.isinf(x) | (np.abs(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)) > bound(x))
+        if bad.any():
+            first = idx[np.flatnonzero(bad)[0]]
+            at = f" at {where} row {int(rows.iloc[first])}" if rows is not None else (f" in {where}" if where else "")
+            at += f" ({pd.Timestamp(out['timestamp'].iloc[first]).isoformat()})"
+            notes.append(f"{sid}: {int(bad.sum())} implausible value(s) (non-finite, or beyond {bound(x):.3g} = "
+                         f"1e6 x the median magnitude; first {v[first]:.6g}{at}) treated as missing")
+            bad_all[idx[bad]] = True
+    if bad_all.any():
+        v[bad_all] = np.nan
+        out["value"] = v
+    return out, notes

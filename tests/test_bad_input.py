@@ -1,0 +1,171 @@
+"""Issue 15, input files and series ids: every bad input exits 2 with one line naming the
+file, row and column, or takes a documented fallback that the report records."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capplan.errors import InputError
+from capplan.sources import load_source
+from capplan.sources.implausible import mask_implausible
+from capplan.store import Store
+from forecasting.keys import file_key
+from forecasting.registry import ModelRegistry
+from forecasting.types import SeriesMeta
+from tests.conftest import FAST_CONFIG, run_cli
+
+T = pd.date_range("2024-05-01", periods=3 * 288, freq="5min", tz="UTC")
+
+
+def demand(n: int = len(T)) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    hour = np.arange(n) / 12.0
+    return np.round(6 + 3 * np.sin(2 * np.pi * hour / 24) + rng.uniform(0, 1, n), 1)
+
+
+def write_csv(path, ts=None, values=None, sid="a"):
+    ts = [t.isoformat() for t in T] if ts is None else ts
+    values = [repr(float(v)) for v in demand()] if values is None else values
+    pd.DataFrame({"timestamp": ts, "series_id": sid, "value": values}).to_csv(path, index=False)
+    return path
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "internal error" not in err
+    return lines[0]
+
+
+# -- 1, 2: implausible values, one policy -------------------------------------------------
+@pytest.mark.parametrize("bad", ["inf", "-inf", "1e308", "3e7"])
+def test_implausible_values_become_missing_with_a_note(tmp_path, bad):
+    vals = [repr(float(v)) for v in demand()]
+    vals[5] = bad
+    h = load_source(f"csv:{write_csv(tmp_path / 'd.csv', values=vals)}")
+    assert np.isnan(h.frame["value"].iloc[5]) and h.frame["value"].notna().sum() == len(T) - 1
+    note = [n for n in h.notes if "implausible" in n]
+    assert len(note) == 1 and note[0].startswith("a: 1 implausible") and "row 7" in note[0]
+
+
+def test_plausible_peaks_are_kept():
+    x = np.r_[np.zeros(500), [4000.0], np.full(10, 2.0)]  # a sparse pool: median 0, one big burst
+    f = pd.DataFrame({"series_id": "a", "timestamp": pd.date_range("2024-01-01", periods=len(x), freq="5min",
+                                                                     tz="UTC"), "value": x})
+    out, notes = mask_implausible(f)
+    assert notes == [] and out["value"].max() == 4000.0
+
+
+def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
+    vals = [repr(float(v)) for v in demand()]
+    vals[10], vals[400] = "inf", "1e308"
+    p = write_csv(tmp_path / "d.csv", values=vals)
+    cfg = tmp_path / "fast.yaml"
+    cfg.write_text(FAST_CONFIG.replace("store: store", f"store: {tmp_path / 'store'}"))
+    code, out, err = run_cli(["backtest", "--source", f"csv:{p}", "--config", str(cfg), "--format", "json", "-q"],
+                             capsys)
+    assert code == 0, err
+    fb = json.loads(out)["series"]["a"]["fallbacks"]
+    assert any("2 implausible value(s)" in n for n in fb), fb
+    code, out, err = run_cli(["plan", "--source", f"csv:{p}", "--config", str(cfg), "--out", str(tmp_path / "o"),
+                              "--format", "json", "-q", "--n-calls", "4"], capsys)
+    assert code == 0, err
+    s = json.loads(out)["series"]["a"]
+    assert any("2 implausible value(s)" in n for n in s["fallbacks"]), s["fallbacks"]
+    assert np.isfinite(s["recommended"]["cost_usd"])
+
+
+# -- 3: epoch milliseconds ------------------------------------------------------------------
+def test_epoch_milliseconds_in_every_row_or_one(tmp_path):
+    ms = [str(t.value // 10**6) for t in T]
+    h = load_source(f"csv:{write_csv(tmp_path / 'ms.csv', ts=ms)}")
+    assert (h.frame["timestamp"] == T).all()
+    assert any("864 timestamp(s) of 12+ digits read as epoch milliseconds" in n for n in h.notes)
+    mixed = [t.isoformat() for t in T]
+    mixed[3] = str(T[3].value // 10**6)
+    h = load_source(f"csv:{write_csv(tmp_path / 'one.csv', ts=mixed)}")
+    assert (h.frame["timestamp"] == T).all() and any("1 timestamp(s)" in n for n in h.notes)
+
+
+def test_epoch_nanoseconds_exit_2_naming_the_row(tmp_path, capsys):
+    ts = [str(t.value // 10**6) for t in T]
+    ts[4] = str(T[4].value)  # nanoseconds
+    p = write_csv(tmp_path / "ns.csv", ts=ts)
+    code, _, err = run_cli(["plan", "--source", f"csv:{p}", "--out", str(tmp_path / "o"), "-q"], capsys)
+    line = one_line(err)
+    assert code == 2 and str(p) in line and "row 6: column timestamp" in line and "nanoseconds" in line
+
+
+# -- 4: an outlying date is rejected before resampling -----------------------------------------
+def test_outlying_date_rejected_before_resampling(tmp_path, capsys):
+    ts = [t.isoformat() for t in T]
+    ts[100] = "2200-01-01T00:00:00Z"
+    p = write_csv(tmp_path / "far.csv", ts=ts)
+    t0 = time.perf_counter()
+    code, _, err = run_cli(["backtest", "--source", f"csv:{p}", "-q"], capsys)
+    assert time.perf_counter() - t0 < 60  # fails fast: the 2200 row is found before any resampling
+    line = one_line(err)
+    assert code == 2 and f"{p}: row 102: column timestamp: 2200-01-01" in line and "at most 1096 days" in line
+
+
+# -- 5: options before any work ------------------------------------------------------------------
+@pytest.mark.parametrize("cmd", ["plan", "backtest"])
+def test_unknown_timezone_exits_2_first(tmp_path, capsys, cmd):
+    code, _, err = run_cli([cmd, "--timezone", "Mars/Olympus", "--source", f"csv:{tmp_path / 'absent.csv'}"], capsys)
+    line = one_line(err)
+    # the option is checked before the (absent) file is even looked at
+    assert code == 2 and "--timezone 'Mars/Olympus': unknown time zone" in line
+    with pytest.raises(InputError, match="unknown time zone"):
+        load_source("sample", timezone="Mars/Olympus")
+
+
+# -- 6: series ids as file names -------------------------------------------------------------------
+ODD_IDS = ["..", ".", ".team", "a/../../b", "x" * 300, "é" * 200]
+
+
+def test_file_keys_are_safe_bounded_and_distinct():
+    keys = [file_key(i) for i in ODD_IDS + ["x" * 299]]
+    assert len(set(keys)) == len(keys)
+    for k in keys:
+        assert not k.startswith(".") and "/" not in k and len(k.encode()) <= 150
+
+
+def test_store_keeps_every_odd_id(tmp_path):
+    st = Store(tmp_path / "store")
+    f = pd.DataFrame({"series_id": "x", "timestamp": T[:3], "value": [1.0, 2.0, 3.0]})
+    for sid in ODD_IDS:
+        st.write_series(sid, f.assign(series_id=sid), SeriesMeta())
+    assert sorted(st.series_ids()) == sorted(ODD_IDS)
+    assert {p.parent for p in (tmp_path / "store").rglob("*") if p.is_file()} == {st.history_dir}
+    for sid in ODD_IDS:
+        frame, _, _ = st.read_series(sid)
+        assert list(frame["value"]) == [1.0, 2.0, 3.0]
+    # an older store's file named by plain percent-encoding (".team.parquet") is still listed and read
+    old = tmp_path / "old"
+    Store(old).write_series("b", f.assign(series_id="b"), SeriesMeta())
+    for ext in ("parquet", "json"):
+        (old / "history" / f"b.{ext}").rename(old / "history" / f".team.{ext}")
+    doc = json.loads((old / "history" / ".team.json").read_text())
+    (old / "history" / ".team.json").write_text(json.dumps({**doc, "series_id": ".team"}))
+    assert Store(old).series_ids() == [".team"] and len(Store(old).read_series(".team")[0]) == 3
+
+
+def test_registry_folders_stay_inside_the_tier(tmp_path):
+    reg = ModelRegistry(tmp_path / "models")
+    for sid in ODD_IDS:
+        reg.save("weekly", sid, {"model.json": b"{}"}, (T[0], T[-1]), [sid])
+        assert reg.latest("weekly", sid)[1]["key"] == sid
+    dirs = {p.parent.parent.parent for p in (tmp_path / "models").rglob("meta.json")}
+    assert dirs == {tmp_path / "models" / "weekly"} and len(list((tmp_path / "models" / "weekly").iterdir())) == 6
+
+
+def test_ingested_dot_id_is_planned_not_dropped(tmp_path, capsys):
+    st = Store(tmp_path / "store")
+    st.write_series(".team", pd.DataFrame({"series_id": ".team", "timestamp": T, "value": demand()}), SeriesMeta())
+    h = load_source(f"store:{tmp_path / 'store'}")
+    assert list(h.frame["series_id"].unique()) == [".team"]
