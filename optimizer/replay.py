@@ -72,7 +72,8 @@ class ReplayInput:
 
     ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
     ``step_s``: grid step in seconds. For training, ``week_mean[q]``,
-    ``day_max[q]`` and ``hour_max[q]`` give per time step the decision inputs
+    ``day_max[q]``, ``hour_max[q]`` and ``day_level[q]`` (the day's newsvendor
+    level, :mod:`optimizer.layers`) give per time step the decision inputs
     built from forecasts issued before the week/day/hour. For inference,
     ``hourly_fc[q]`` is ``(n_origins, 12)`` with
     ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
@@ -87,6 +88,7 @@ class ReplayInput:
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
     hour_max: dict[str, np.ndarray] = field(default_factory=dict)
+    day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
@@ -160,7 +162,8 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     caller); hours with no forecast get no top-up.
     """
     wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
-    dm = np.nan_to_num(inp.day_max[p.quantile], nan=_last(inp))
+    daily = inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
+    dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
     reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
     target = np.ceil(p.headroom * dm - 1e-9)
     flex = np.maximum(target - reserved, 0.0)
