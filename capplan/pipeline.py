@@ -200,8 +200,9 @@ def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
         g = prep.h5[prep.h5["series_id"] == sid]
         c = comb[comb["series_id"] == sid]
         meta = prep.meta[sid]
-        tune, tnotes = replay_input(g, c, meta, book, w.tune_start, w.eval_start - STEP)
-        evalw, _ = replay_input(g, c, meta, book, w.eval_start, w.end)
+        rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
+        tune, tnotes = replay_input(g, c, meta, book, w.tune_start, w.eval_start - STEP, **rk)
+        evalw, _ = replay_input(g, c, meta, book, w.eval_start, w.end, **rk)
         tasks.append(SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes))
     return tasks
 

@@ -58,6 +58,15 @@ class RecommendedMetrics(PolicyMetrics):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class OracleFigures(_Model):
+    """The perfect-foresight limit on the evaluation window (:mod:`optimizer.oracle`;
+    spot interruptions left out)."""
+
+    cost_usd: float = Field(description="USD: the cheapest capacity meeting demand in every interval")
+    layers: dict[str, float] = Field(default_factory=dict, description="GPU-hours or replica-hours per layer")
+    method: str = ""
+
+
 class Windows(_Model):
     """``[first, last]`` timestamps of each window (inclusive)."""
 
@@ -85,6 +94,14 @@ class SeriesReport(_Model):
     baseline: PolicyMetrics
     recommended: RecommendedMetrics
     random_search: PolicyMetrics | None = None
+    recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
+                                    "on the tuning window (optimizer.tuning)")
+    searched: PolicyMetrics | None = Field(default=None, description="the searched policy (params), when a "
+                                           "baseline/peer is recommended instead")
+    peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
+    oracle: OracleFigures | None = None
+    regret: dict[str, float | None] = Field(default_factory=dict, description="cost / oracle cost per policy "
+                                            "(baseline, recommended, each peer); a ratio, >= 1 at full coverage")
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict, description="capacity per lead time (optimizer.plan)")
@@ -166,6 +183,11 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             baseline=PolicyMetrics.of(oc.baseline),
             recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended).model_dump(), params=oc.params),
             random_search=PolicyMetrics.of(oc.random),
+            recommended_policy=oc.recommended_policy,
+            searched=PolicyMetrics.of(oc.searched),
+            peers={k: PolicyMetrics.of(m) for k, m in (oc.peers or {}).items()},
+            oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
+            regret=oc.regret(),
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,

@@ -7,7 +7,11 @@ through. Decision inputs come only from forecasts issued before each decision
 
 * training pools: per week the mean, per day and per hour the maximum of the
   latest forecast issued before the period starts
-  (:func:`optimizer.replay.period_lookup`);
+  (:func:`optimizer.replay.period_lookup`), per day the newsvendor level
+  (:func:`optimizer.layers.period_level_lookup`); the hourly top-up's maxima
+  come from the latest forecast level-updated with the newest observation
+  (:func:`optimizer.refresh.refreshed_hour_max`), as a dispatcher issuing a
+  forecast every hour would see them;
 * inference services: the latest forecast issued at or before each step, its
   first 12 steps (1 h, the pre-scaling horizon).
 
@@ -20,21 +24,26 @@ import numpy as np
 import pandas as pd
 
 from forecasting.types import QCOLS, SeriesMeta
+from optimizer.layers import critical_ratios, period_level_lookup
 from optimizer.prices import GpuPrice, price_for
+from optimizer.refresh import refreshed_hour_max
 from optimizer.replay import ReplayInput, latest_before, period_lookup
 
 STEP = pd.Timedelta("5min")
 
 
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
-                 start: pd.Timestamp, end: pd.Timestamp) -> tuple[ReplayInput, list[str]]:
+                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800
+                 ) -> tuple[ReplayInput, list[str]]:
     """The replay input of one series on ``[start, end]`` and notes on its fallbacks.
 
     ``history``: the series' rows of a history frame on the 5-minute grid
     (``timestamp``, ``value``, sorted); ``combined``: its combined rolling
     forecasts (forecast frame); ``meta``: its kind, GPU model and GPUs per
     replica; ``price_book``: GPU model -> USD per GPU-hour
-    (:func:`optimizer.prices.price_for` states a fallback price in the notes).
+    (:func:`optimizer.prices.price_for` states a fallback price in the notes);
+    ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
+    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
@@ -51,9 +60,10 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         hour_starts = pd.date_range(start, end, freq="1h")
         inp.week_mean = period_lookup(comb, times, week_starts, pd.Timedelta("7D"), "mean")
         inp.day_max = period_lookup(comb, times, day_starts, pd.Timedelta("1D"), "max")
-        # the hourly top-up: the latest forecast issued before each hour (rolling origins of training
-        # pools are 4 h apart, so its lead is 1-5 h in the replay; a live run refreshes it every hour)
-        inp.hour_max = period_lookup(comb, times, hour_starts, pd.Timedelta("1h"), "max")
+        ratio = critical_ratios(price, interruption_rate, recovery_s)["spot"]
+        inp.day_level = period_level_lookup(comb, times, day_starts, pd.Timedelta("1D"), pd.Timedelta("1h"), ratio)
+        actual = pd.Series(history["value"].to_numpy(), index=ts)
+        inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:

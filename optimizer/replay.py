@@ -163,6 +163,9 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     """
     wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
     daily = inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
+    if p.quantile not in daily:
+        raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
+                         f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
     dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
     reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
     target = np.ceil(p.headroom * dm - 1e-9)

@@ -10,6 +10,7 @@ import pytest
 
 from forecasting.types import QCOLS
 from optimizer import baseline
+from optimizer.layers import critical_ratios, exceeded_level
 from optimizer.oracle import inference_oracle, level_steps, training_oracle
 from optimizer.peers import PEERS, conformal_offset, replay_peers
 from optimizer.policy import InferenceParams, TrainingParams
@@ -80,6 +81,16 @@ def test_inference_oracle_pays_the_cold_start():
     assert o1.layers["replicas"] == pytest.approx(3 * 7 * 60 / 3600)
 
 
+def test_newsvendor_ratio_prices_in_spot_interruptions():
+    r = critical_ratios(PRICE, interruption_rate=0.0, recovery_s=1800)
+    assert r["spot"] == pytest.approx(0.4) and r["reserved"] == 1.0  # reserved (0.6) never beats spot (0.4)
+    risky = critical_ratios(PRICE, interruption_rate=0.2, recovery_s=1800)
+    assert risky["spot"] == pytest.approx(0.5)  # 0.4 + 1.0 x 0.2 x 0.5 h lost per spot GPU-hour
+    # a day with 10 of 24 hours at 15 GPUs and 14 at 10: 15 is reached in 10/24 >= 0.4 of the hours
+    assert exceeded_level(np.r_[np.full(10, 15.0), np.full(14, 10.0)], 0.4) == 15.0
+    assert exceeded_level(np.r_[np.full(9, 15.0), np.full(15, 10.0)], 0.4) == 10.0
+
+
 def test_conformal_offset_uses_only_changes_already_observed():
     v = np.array([1.0, 1, 1, 1, 9, 1, 1, 1])
     q = conformal_offset(v, lead=1, window=100, level=1.0)
@@ -117,6 +128,12 @@ def _perfect_training_lookups(i):
         vals = s.groupby(np.asarray(key)).transform(agg).to_numpy()
         for q in QCOLS:
             getattr(i, name)[q] = vals
+    day = np.asarray(rel // pd.Timedelta("1D"))
+    hour_max = s.groupby(np.asarray(rel // pd.Timedelta("1h"))).max().to_numpy()
+    hour_day = np.asarray(pd.Series(day).groupby(np.asarray(rel // pd.Timedelta("1h"))).first())
+    level = {d: exceeded_level(hour_max[hour_day == d], 0.4) for d in np.unique(day)}
+    for q in QCOLS:
+        i.day_level[q] = np.array([level[d] for d in day])
 
 
 def _training_policies(rng, n=40):
@@ -125,7 +142,8 @@ def _training_policies(rng, n=40):
     for _ in range(n):
         out.append(TrainingParams(reservation_ratio=float(rng.uniform(0, 1.5)), headroom=float(rng.uniform(0.5, 1.5)),
                                   spot_fraction=float(rng.uniform(0, 1)), topup_quantile=rng.choice(["none", "p50"]),
-                                  topup_headroom=float(rng.uniform(0.5, 1.5)), quantile="p50"))
+                                  topup_headroom=float(rng.uniform(0.5, 1.5)), quantile="p50",
+                                  daily_rule=rng.choice(["max", "newsvendor"])))
     return out
 
 

@@ -139,6 +139,7 @@ def test_search_is_reproducible_and_casts_types():
     for q, z in zip(QCOLS, (0, 1.3, 1.6, 2.3)):
         i.week_mean[q] = np.full(2016, 20.0 + z)
         i.day_max[q] = np.full(2016, 25.0 + z)
+        i.day_level[q] = np.full(2016, 21.0 + z)
     space = training_space()
 
     def ev(p):
@@ -156,6 +157,7 @@ def _flat(i, week, day, hour=None):
     for q in QCOLS:
         i.week_mean[q] = np.full(len(i.times), float(week))
         i.day_max[q] = np.full(len(i.times), float(day))
+        i.day_level[q] = np.full(len(i.times), float(day))
         if hour is not None:
             i.hour_max[q] = np.asarray(hour, float)
     return i

@@ -24,22 +24,33 @@ def _pct(x):
     return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
 
 
+def _ratio(x):
+    return "n/a" if x is None or x != x else f"{x:.2f}"
+
+
 def render_table(report: Report) -> Table:
-    """Per-series table: recommended vs baseline on the evaluation window (:class:`capplan.report.Report`)."""
+    """Per-series table: recommended vs baseline and the peer policies on the evaluation window, with each
+    one's regret (cost / the perfect-foresight limit; :class:`capplan.report.Report`)."""
     t = Table(title="capplan plan — evaluation window (never seen by the search)", show_lines=False)
-    for col in ("series", "kind", "policy", "cost USD", "coverage", "idle ratio", "unmet", "saving", "notes"):
-        t.add_column(col, justify="right" if col in ("cost USD", "coverage", "idle ratio", "unmet", "saving") else "left",
+    for col in ("series", "kind", "policy", "cost USD", "regret", "coverage", "idle ratio", "unmet", "saving", "notes"):
+        t.add_column(col, justify="right" if col in ("cost USD", "regret", "coverage", "idle ratio", "unmet",
+                                                     "saving") else "left",
                      no_wrap=col in ("series", "policy"))
     for sid, s in report.series.items():
         r, b = s.recommended, s.baseline
         saving = (1 - r.cost_usd / b.cost_usd) if b.cost_usd else float("nan")
         unit = "GPU-h" if s.unit == "gpu" else "replica-h"
-        t.add_row(sid, s.kind, "recommended", f"{r.cost_usd:,.0f}", _pct(r.coverage), _pct(r.idle_ratio),
+        rec = "recommended" if s.recommended_policy == "searched" else f"recommended ({s.recommended_policy})"
+        t.add_row(sid, s.kind, rec, f"{r.cost_usd:,.0f}", _ratio(s.regret.get("recommended")), _pct(r.coverage),
+                  _pct(r.idle_ratio),
                   f"{r.unmet:,.1f} {unit}", _pct(saving),
                   f"{len(s.fallbacks)} fallbacks" + ("; [yellow]see warnings[/yellow]" if any(
                       w.startswith("policy:") for w in s.warnings) else ""))
-        t.add_row("", "", "baseline", f"{b.cost_usd:,.0f}", _pct(b.coverage), _pct(b.idle_ratio),
-                  f"{b.unmet:,.1f} {unit}", "", "")
+        for name, m in {"baseline": b, **s.peers}.items():
+            t.add_row("", "", name, f"{m.cost_usd:,.0f}", _ratio(s.regret.get(name)), _pct(m.coverage),
+                      _pct(m.idle_ratio), f"{m.unmet:,.1f} {unit}", "", "")
+        if s.oracle is not None:
+            t.add_row("", "", "perfect foresight", f"{s.oracle.cost_usd:,.0f}", "1.00", "100.0%", "", "", "", "")
     return t
 
 
