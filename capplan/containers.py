@@ -33,7 +33,9 @@ class Prepared:
 
     ``h5``/``h1``: history frames on the 5-minute and hourly grids;
     ``windows``: series_id -> :class:`forecasting.backtest.Windows`;
-    ``notes``: series_id -> stated fallbacks/changes.
+    ``notes``: series_id -> stated fallbacks/changes; ``native``: inference
+    series sampled finer than 5 minutes -> that series on its own grid (the
+    replay's input, so the autoscaler sees the bursts the 5-minute max hides).
     """
 
     h5: pd.DataFrame
@@ -42,6 +44,7 @@ class Prepared:
     windows: dict[str, Windows]
     report: RegulariseReport | None
     notes: dict[str, list[str]] = field(default_factory=dict)
+    native: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 @dataclass

@@ -87,7 +87,9 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         windows[sid] = w
-    return Prepared(h5, h1, loaded.meta, windows, rep, notes)
+    native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
+              for sid in windows if loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
+    return Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
 
 
 # 3 ------------------------------------------------------------------------------
@@ -197,7 +199,7 @@ def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
     book = cfg.price_book()
     comb = fc.rolling["combined"]
     for sid, w in sorted(prep.windows.items()):
-        g = prep.h5[prep.h5["series_id"] == sid]
+        g = prep.native.get(sid, prep.h5[prep.h5["series_id"] == sid])
         c = comb[comb["series_id"] == sid]
         meta = prep.meta[sid]
         rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}

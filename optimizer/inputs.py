@@ -12,8 +12,10 @@ through. Decision inputs come only from forecasts issued before each decision
   come from the latest forecast level-updated with the newest observation
   (:func:`optimizer.refresh.refreshed_hour_max`), as a dispatcher issuing a
   forecast every hour would see them;
-* inference services: the latest forecast issued at or before each step, its
-  first 12 steps (1 h, the pre-scaling horizon).
+* inference services: the latest forecast issued before each step, its
+  first 12 five-minute steps (1 h, the pre-scaling horizon). The demand is
+  replayed at the data's native resolution (:func:`native_grid`: 1-minute
+  inputs stay 1-minute; the forecasts stay on their 5-minute grid).
 
 Used by the pipeline's search stage and by the dashboard's what-if.
 """
@@ -30,6 +32,23 @@ from optimizer.refresh import refreshed_hour_max
 from optimizer.replay import ReplayInput, latest_before, period_lookup
 
 STEP = pd.Timedelta("5min")
+
+
+def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """One series' raw samples (``series_id, timestamp, value``) on its own grid
+    when it is sampled finer than 5 minutes (the median spacing, whole seconds,
+    regularised by :func:`forecasting.regularise.regularise` at that step);
+    None when it is not (the 5-minute grid is then native)."""
+    from forecasting.regularise import regularise
+
+    ts = pd.DatetimeIndex(frame["timestamp"]).sort_values().unique()
+    if len(ts) < 3:
+        return None
+    step = pd.Series(ts).diff().dropna().median()
+    if step >= STEP or step < pd.Timedelta("1s"):
+        return None
+    g, _ = regularise(frame, step=f"{int(step.total_seconds())}s")
+    return g.reset_index(drop=True)
 
 
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
@@ -49,8 +68,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     m = (ts >= start) & (ts <= end)
     times = ts[m]
     price, note = price_for(price_book, meta.gpu_model)
-    inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=int(STEP.total_seconds()),
-                      price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
+    step_s = int(pd.Series(ts).diff().median().total_seconds()) if len(ts) > 1 else int(STEP.total_seconds())
+    inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=step_s,
+                      fc_step_s=int(STEP.total_seconds()), price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
                       history_before=history["value"].to_numpy()[ts < start])
     notes = [note] if note else []
     comb = combined

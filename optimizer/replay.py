@@ -70,20 +70,21 @@ from optimizer.prices import GpuPrice
 class ReplayInput:
     """Demand and forecast lookups for one series on one window.
 
-    ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
+    ``times``: the data's grid (UTC; 5 minutes, or finer for inference); ``demand``: float array (NaN = missing);
     ``step_s``: grid step in seconds. For training, ``week_mean[q]``,
     ``day_max[q]``, ``hour_max[q]`` and ``day_level[q]`` (the day's newsvendor
     level, :mod:`optimizer.layers`) give per time step the decision inputs
     built from forecasts issued before the week/day/hour. For inference,
     ``hourly_fc[q]`` is ``(n_origins, 12)`` with
     ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
-    ``hourly_offset[t]`` the steps from that origin to ``t``.
+    ``hourly_offset[t]`` the forecast steps (``fc_step_s``) from that origin to ``t``.
     """
 
     times: pd.DatetimeIndex
     demand: np.ndarray
     step_s: int
     price: GpuPrice
+    fc_step_s: int = 300  # the forecasts' grid (hourly_offset counts these steps)
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
@@ -269,7 +270,7 @@ def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:
     if fc is None or inp.hourly_origin_idx is None or len(fc) == 0:
         return np.full(n, np.nan)
     oi = inp.hourly_origin_idx
-    j = inp.hourly_offset + lead_s // inp.step_s - 1
+    j = inp.hourly_offset + lead_s // inp.fc_step_s - 1
     j = np.clip(j, 0, fc.shape[1] - 1)
     out = np.where(oi >= 0, fc[np.clip(oi, 0, None), j], np.nan)
     return out

@@ -163,6 +163,7 @@ def _check_training(d, before=None):
 
 def _check_inference(d, step_s=300, before=None):
     i = inp(d, step_s=step_s, before=before)
+    i.fc_step_s = step_s
     limit = inference_oracle(i, 90).cost_usd
     # pre-scaling from a perfect forecast of the next hour, at every origin
     n = len(d)
@@ -211,6 +212,7 @@ def test_reactive_policy_misses_a_step_for_the_lag_and_cold_start_a_forecast_avo
     step_s, lag, cold = 60, 60, 90
     d = np.r_[np.full(120, 2.0), np.full(60, 20.0)]
     i = inp(d, step_s=step_s, before=np.full(60, 2.0))
+    i.fc_step_s = step_s  # forecasts on the data's grid here
     m, s = PEERS["reactive"].inference(i, cold, lag)
     missed = np.flatnonzero(s["provisioned"][120:] < 20.0)
     # unmet from the step on, for at least lag + cold start (plus the step that must end before it is seen)
@@ -227,3 +229,24 @@ def test_reactive_policy_misses_a_step_for_the_lag_and_cold_start_a_forecast_avo
                         period_s=15, prescale_lead_s=600, prescale_quantile="p90")
     mf, sf = replay_inference(i, p, cold, metrics_lag_s=lag)
     assert (sf["provisioned"][120:] >= 20.0).all() and mf.unmet == 0.0
+
+
+def test_inference_is_replayed_at_the_native_one_minute_resolution():
+    from forecasting.types import SeriesMeta
+    from optimizer.inputs import native_grid, replay_input
+    from optimizer.prices import default_price_book
+
+    ts = pd.date_range("2024-01-01", periods=600, freq="1min", tz="UTC")
+    v = np.full(600, 4.0)
+    v[300] = 30.0  # a one-minute burst
+    frame = pd.DataFrame({"series_id": "infer/x", "timestamp": ts, "value": v})
+    g = native_grid(frame)
+    assert g is not None and (g["timestamp"].diff().dropna() == pd.Timedelta("1min")).all()
+    assert native_grid(frame.iloc[::5]) is None  # 5-minute data is already native
+    meta = SeriesMeta(kind="inference", unit="replica")
+    empty = pd.DataFrame(columns=["series_id", "tier", "issued_at", "timestamp", *QCOLS])
+    i, _ = replay_input(g, empty, meta, default_price_book(), ts[60], ts[-1])
+    assert i.step_s == 60 and i.fc_step_s == 300 and len(i.times) == 540
+    assert i.demand[240] == 30.0 and np.sum(i.demand > 4.0) == 1  # the burst is one step, not averaged away
+    m, _ = PEERS["reactive"].inference(i, 90, 60)
+    assert m.coverage < 1.0  # a one-minute burst no reactive rule can see coming
