@@ -45,7 +45,7 @@ from forecasting.regularise import regularise, to_hourly
 from forecasting.reuse import fit_final
 from forecasting.tiers import TIER_NAMES, make
 from forecasting.types import SeriesMeta
-from optimizer.inputs import replay_input
+from optimizer.inputs import native_grid, replay_input
 from optimizer.plan import capacity_plan
 from optimizer.policy import SeriesPlan
 from optimizer.tuning import SearchOutcome, SearchTask, search_one

@@ -199,7 +199,16 @@ def inference_space(peak: float, bounds: dict | None = None) -> Space:
             Categorical(list(b["prescale_quantile"]), name="prescale_quantile")]
     max_rep = int(b.get("max_replicas", max(2, math.ceil(2 * max(peak, 1) / 0.4))))
     return Space(dims, lambda v: InferenceParams(**v), fixed={"max_replicas": max_rep, "period_s": 60},
-                 safety=_inference_safety)
+                 safety=_inference_safety, anchors=INFERENCE_ANCHORS)
+
+
+# Evaluated first, as TRAINING_ANCHORS: the Kubernetes HPA defaults (scale up at once, scale down
+# after a 300 s window, 100 % per period) at an 80 % target, pre-scaled 10 minutes ahead (more than
+# the metrics lag plus the cold start, optimizer.replay) from the forecast's p90.
+INFERENCE_ANCHORS = [
+    {"target_utilization": 0.8, "scale_up_window_s": 0, "scale_down_window_s": 300, "scale_up_percent": 100,
+     "scale_down_percent": 100, "min_replicas": 1, "prescale_lead_s": 600, "prescale_quantile": "p90"},
+]
 
 
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:

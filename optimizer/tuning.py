@@ -45,6 +45,9 @@ from optimizer.settings import SearchSettings
 
 
 
+REFINE_MIN = 0.03
+
+
 @dataclass(frozen=True)
 class PolicyReplay:
     """Replays of one kind of series (``training`` or ``inference``) under ``settings``.
@@ -172,11 +175,20 @@ def search_one(task: SearchTask) -> SearchOutcome:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    anchors = [t["objective"] for t in gp.trials[: len(space.anchor_points())]]
-    if anchors:
-        tuning["anchor_objective"] = min(anchors)
-        tuning["refinement_usd"] = min(anchors) - gp.best_objective
-    rec, rec_series = pr.replay(gp.best_params, evalw)
+    best_params, best_obj = gp.best_params, gp.best_objective
+    n_anchor = min(len(space.anchor_points()), len(gp.trials))
+    if n_anchor:
+        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"])
+        anchor_obj = gp.trials[k]["objective"]
+        tuning["anchor_objective"] = anchor_obj
+        tuning["refinement_usd"] = anchor_obj - gp.best_objective
+        # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
+        # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
+        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        tuning["refinement_kept"] = bool(kept)
+        if not kept:
+            best_params, best_obj = pr.params(gp.trials[k]["params"]), anchor_obj
+    rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
     chosen, searched = "searched", None
@@ -184,17 +196,17 @@ def search_one(task: SearchTask) -> SearchOutcome:
     for name, (m, _) in pr.peers(tune).items():
         rivals[name] = tuning[f"{name}_objective"] = objective_value(m, target, ref_cost, pc.penalty, by)
     best_rival = min(rivals, key=rivals.get)
-    if rivals[best_rival] < gp.best_objective - 1e-9 * max(1.0, abs(gp.best_objective)):
+    if rivals[best_rival] < best_obj - 1e-9 * max(1.0, abs(best_obj)):
         chosen = best_rival
         notes.append(f"policy: the {best_rival} policy beat the searched policy on the tuning window (objective "
-                     f"{rivals[best_rival]:,.2f} vs {gp.best_objective:,.2f} USD at coverage target {target:.2f}), "
+                     f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} USD at coverage target {target:.2f}), "
                      f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
         searched = rec
         rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    return SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes,
+    return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes,
                          peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
                          recommended_policy=chosen, searched=searched)
 
