@@ -100,6 +100,7 @@ def main() -> None:
     a = ap.parse_args()
     cfg = CapplanConfig()
     cfg.plan.n_calls = a.n_calls
+    cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
     t0 = time.perf_counter()
     prep = pipeline.regularise_stage(pipeline.load_stage("sample", cfg, a.series), cfg)
     if a.forecasts is not None:
