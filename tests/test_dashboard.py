@@ -179,6 +179,11 @@ def test_plan_page(store_env):
     assert at.header[0].value == "Plan"
     table = at.dataframe[0].value
     assert sorted(table["series"]) == sorted(SERIES)
+    regret = at.dataframe[1].value  # every policy against perfect foresight
+    for sid in SERIES:
+        for name in ("recommended", "baseline", "reactive", "naive_conformal"):
+            row = regret[(regret["series"] == sid) & regret["policy"].str.startswith(name)]
+            assert len(row) == 1 and row["regret"].iloc[0] == pytest.approx(rep["series"][sid]["regret"][name])
     for sid in SERIES:
         at.selectbox(key="plan_series").set_value(sid).run()
         _ok(at)
