@@ -46,6 +46,7 @@ from optimizer.settings import SearchSettings
 
 
 REFINE_MIN = 0.03
+TUNING_STREAM = 0  # spot-interruption draws of every tuning replay (module docstring)
 
 
 @dataclass(frozen=True)
@@ -152,18 +153,19 @@ def search_one(task: SearchTask) -> SearchOutcome:
     mean_d = float(d.mean()) if len(d) else 0.0
     ref_cost = max(mean_d, 1e-6) * len(tune.times) * tune.step_s / 3600 * tune.price.on_demand * tune.gpus_per_unit
     pr = PolicyReplay(task.kind, pc, task.seed)
+    tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
     space = pr.space(tune)
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
-    gp = run_search(lambda p: pr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
+    gp = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
                     coverage_by=by)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-        pr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
+        tpr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
         "coverage_target_while_tuning": target, "coverage_objective": by}
     rnd_eval = None
     if pc.random_search:
-        rnd = run_search(lambda p: pr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
+        rnd = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
                          "random", coverage_by=by)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
@@ -193,7 +195,7 @@ def search_one(task: SearchTask) -> SearchOutcome:
     peers_eval = pr.peers(evalw)
     chosen, searched = "searched", None
     rivals = {"baseline": tuning["baseline_objective"]}
-    for name, (m, _) in pr.peers(tune).items():
+    for name, (m, _) in tpr.peers(tune).items():
         rivals[name] = tuning[f"{name}_objective"] = objective_value(m, target, ref_cost, pc.penalty, by)
     best_rival = min(rivals, key=rivals.get)
     if rivals[best_rival] < best_obj - 1e-9 * max(1.0, abs(best_obj)):
