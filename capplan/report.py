@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from capplan import jsonout
+from capplan.summary import FleetSummary
 
 VERSIONED_LIBS = ("capplan", "pandas", "numpy", "statsmodels", "prophet", "tensorflow-cpu", "keras",
                   "scikit-optimize", "pyarrow")
@@ -42,14 +43,20 @@ class PolicyMetrics(_Model):
     unmet: float | None = Field(description="sum(max(demand - provisioned, 0)), GPU-hours or replica-hours")
     scale_events: int = 0
     p95_utilization: float | None = 0.0
+    regret: float | None = Field(default=None, description="cost_usd / the perfect-foresight cost (oracle) on the "
+                                 "same window; a ratio, >= 1 for a policy meeting every interval; null without one")
 
     @classmethod
-    def of(cls, m) -> "PolicyMetrics | None":
-        """From :class:`optimizer.policy.Metrics` (None stays None)."""
+    def of(cls, m, oracle_cost_usd: float | None = None) -> "PolicyMetrics | None":
+        """From :class:`optimizer.policy.Metrics` (None stays None), with its regret
+        against ``oracle_cost_usd`` when given (:func:`optimizer.oracle.regret`)."""
         if m is None:
             return None
+        from optimizer.oracle import regret
+
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
-                   scale_events=m.scale_events, p95_utilization=m.p95_utilization)
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization,
+                   regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
 
 
 class RecommendedMetrics(PolicyMetrics):
@@ -100,8 +107,6 @@ class SeriesReport(_Model):
                                            "baseline/peer is recommended instead")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
     oracle: OracleFigures | None = None
-    regret: dict[str, float | None] = Field(default_factory=dict, description="cost / oracle cost per policy "
-                                            "(baseline, recommended, each peer); a ratio, >= 1 at full coverage")
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict, description="capacity per lead time (optimizer.plan)")
@@ -137,6 +142,9 @@ class Report(_Model):
     series: dict[str, SeriesReport] = Field(default_factory=dict)
     missing: dict[str, str] = Field(default_factory=dict,
                                     description="series left out of the plan, with the reason (Airflow runs)")
+    summary: FleetSummary | None = Field(default=None, description="the fleet on the evaluation windows: cost per "
+                                         "policy, overall saving, series below the coverage target "
+                                         "(capplan.summary)")
 
     def to_json(self, indent: int | None = None) -> str:
         """Strict JSON (non-finite floats as null; :mod:`capplan.jsonout`)."""
@@ -175,19 +183,19 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
         oc = outcomes[sid]
         sc = scores.get(sid, {})
         ev = tuple(w.as_list())
+        oracle = oc.oracle.cost_usd if oc.oracle is not None else None
         series[sid] = SeriesReport(
             kind=pl.kind, unit=pl.unit, gpu_model=pl.gpu_model,
             windows=Windows(training=(w.start.isoformat(), (w.tune_start - STEP).isoformat()),
                             tuning=(w.tune_start.isoformat(), (w.eval_start - STEP).isoformat()), evaluation=ev),
             evaluation_window=ev,
-            baseline=PolicyMetrics.of(oc.baseline),
-            recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended).model_dump(), params=oc.params),
-            random_search=PolicyMetrics.of(oc.random),
+            baseline=PolicyMetrics.of(oc.baseline, oracle),
+            recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended, oracle).model_dump(), params=oc.params),
+            random_search=PolicyMetrics.of(oc.random, oracle),
             recommended_policy=oc.recommended_policy,
-            searched=PolicyMetrics.of(oc.searched),
-            peers={k: PolicyMetrics.of(m) for k, m in (oc.peers or {}).items()},
+            searched=PolicyMetrics.of(oc.searched, oracle),
+            peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
-            regret=oc.regret(),
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,

@@ -43,7 +43,7 @@ for sid_, s_ in sorted(series.items()):
         reg.append({"series": sid_, "policy": name + (f" ({s_.get('recommended_policy')})" if name == "recommended"
                                                       and s_.get("recommended_policy", "searched") != "searched"
                                                       else ""),
-                    "regret": s_.get("regret", {}).get(name), "cost (USD)": round(m["cost_usd"]),
+                    "regret": m.get("regret"), "cost (USD)": round(m["cost_usd"]),
                     "coverage": c.pct(m["coverage"]), "idle ratio": c.pct(m["idle_ratio"]),
                     "oracle (USD)": round((s_.get("oracle") or {}).get("cost_usd", float("nan")))
                     if s_.get("oracle") else None})
