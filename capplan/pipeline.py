@@ -249,7 +249,8 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
 
     Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``. Before
+    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet`` (and
+    ``history_native.parquet``: inference series sampled finer than 5 minutes, on their own grid). Before
     writing, the exporters' warnings join the series' warnings and ``report.summary`` is set
     (:func:`capplan.summary.fleet_summary`).
     """
@@ -270,6 +271,9 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
                                                                                          index=False)
         pd.concat(list(fc.rolling.values()), ignore_index=True).to_parquet(tmp / "backtest.parquet", index=False)
         prep.h5.to_parquet(tmp / "history.parquet", index=False)
+        if prep.native:  # inference series finer than 5 minutes, as the replay saw them
+            pd.concat(list(prep.native.values()), ignore_index=True).to_parquet(tmp / "history_native.parquet",
+                                                                                index=False)
         (tmp / "report.json").write_text(report.to_json(indent=2) + "\n")
         names = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     return names

@@ -83,6 +83,9 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
         w = report["series"][sid]["evaluation_window"]
         assert g["timestamp"].min() == pd.Timestamp(w[0]) and g["timestamp"].max() == pd.Timestamp(w[1])
         assert g["provisioned_baseline"].notna().all() and g["provisioned_recommended"].notna().all()
+    # the 1-minute Azure trace is replayed per minute, not as 5-minute maxima (issue 12)
+    az = rp[rp["series_id"] == "infer/azure-llm-conv"]
+    assert len(az) and (az["timestamp"].diff().dropna() == pd.Timedelta("1min")).all()
 
 
 def test_short_series_fallbacks_are_stated(plan_run):
