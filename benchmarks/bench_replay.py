@@ -61,6 +61,7 @@ def main() -> None:
     for q, z in zip(QCOLS, (1.0, 1.1, 1.15, 1.3)):
         inp.week_mean[q] = np.full(STEPS, d.mean() * z)
         inp.day_max[q] = np.full(STEPS, d.max() * z)
+        inp.day_level[q] = np.full(STEPS, d.max() * z * 0.8)
     p = TrainingParams(reservation_ratio=0.8, quantile="p90", headroom=1.1, spot_fraction=0.5)
     t_vec = timeit(lambda: replay_training(inp, p, 0.01, 1800, False, 0))
     _, s = replay_training(inp, p, 0.01, 1800, False, 0)

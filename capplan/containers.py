@@ -33,7 +33,9 @@ class Prepared:
 
     ``h5``/``h1``: history frames on the 5-minute and hourly grids;
     ``windows``: series_id -> :class:`forecasting.backtest.Windows`;
-    ``notes``: series_id -> stated fallbacks/changes.
+    ``notes``: series_id -> stated fallbacks/changes; ``native``: inference
+    series sampled finer than 5 minutes -> that series on its own grid (the
+    replay's input, so the autoscaler sees the bursts the 5-minute max hides).
     """
 
     h5: pd.DataFrame
@@ -42,6 +44,7 @@ class Prepared:
     windows: dict[str, Windows]
     report: RegulariseReport | None
     notes: dict[str, list[str]] = field(default_factory=dict)
+    native: dict[str, pd.DataFrame] = field(default_factory=dict)
     failed: dict[str, dict] = field(default_factory=dict)
     """series_id -> ``{"stage", "error", "where"}`` of series dropped after an error of their own."""
 
@@ -52,7 +55,8 @@ class Prepared:
                         self.h1[self.h1["series_id"].isin(keep)].reset_index(drop=True),
                         {s: m for s, m in self.meta.items() if s in keep},
                         {s: w for s, w in self.windows.items() if s in keep}, self.report,
-                        {s: n for s, n in self.notes.items() if s in keep}, self.failed)
+                        {s: n for s, n in self.notes.items() if s in keep},
+                        {s: n for s, n in self.native.items() if s in keep}, self.failed)
 
     def drop(self, stage: str, failures: dict) -> "Prepared":
         """Without the series in ``failures`` (series_id -> :class:`capplan.executor.Failed`),

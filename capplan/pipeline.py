@@ -49,7 +49,7 @@ from forecasting.regularise import regularise, to_hourly
 from forecasting.reuse import fit_final
 from forecasting.tiers import TIER_NAMES, make
 from forecasting.types import SeriesMeta
-from optimizer.inputs import replay_input
+from optimizer.inputs import native_grid, replay_input
 from optimizer.plan import capacity_plan
 from optimizer.policy import SeriesPlan
 from optimizer.tuning import SearchOutcome, SearchTask, search_one
@@ -91,7 +91,9 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         windows[sid] = w
-    return Prepared(h5, h1, loaded.meta, windows, rep, notes)
+    native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
+              for sid in windows if loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
+    return Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
 
 
 # 3 ------------------------------------------------------------------------------
@@ -289,11 +291,12 @@ def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
     book = cfg.price_book()
     comb = fc.rolling["combined"]
     for sid, w in sorted(prep.windows.items()):
-        g = prep.h5[prep.h5["series_id"] == sid]
+        g = prep.native.get(sid, prep.h5[prep.h5["series_id"] == sid])
         c = comb[comb["series_id"] == sid]
         meta = prep.meta[sid]
-        tune, tnotes = replay_input(g, c, meta, book, w.tune_start, w.eval_start - STEP)
-        evalw, _ = replay_input(g, c, meta, book, w.eval_start, w.end)
+        rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
+        tune, tnotes = replay_input(g, c, meta, book, w.tune_start, w.eval_start - STEP, **rk)
+        evalw, _ = replay_input(g, c, meta, book, w.eval_start, w.end, **rk)
         tasks.append(SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes))
     return tasks
 
@@ -343,7 +346,8 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
 
     Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``. Before
+    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet`` (and
+    ``history_native.parquet``: inference series sampled finer than 5 minutes, on their own grid). Before
     writing, the exporters' warnings join the series' warnings and ``report.summary`` is set
     (:func:`capplan.summary.fleet_summary`).
     """
@@ -364,6 +368,9 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
                                                                                          index=False)
         pd.concat(list(fc.rolling.values()), ignore_index=True).to_parquet(tmp / "backtest.parquet", index=False)
         prep.h5.to_parquet(tmp / "history.parquet", index=False)
+        if prep.native:  # inference series finer than 5 minutes, as the replay saw them
+            pd.concat(list(prep.native.values()), ignore_index=True).to_parquet(tmp / "history_native.parquet",
+                                                                                index=False)
         (tmp / "report.json").write_text(report.to_json(indent=2) + "\n")
         names = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     return names

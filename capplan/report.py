@@ -43,20 +43,35 @@ class PolicyMetrics(_Model):
     unmet: float | None = Field(description="sum(max(demand - provisioned, 0)), GPU-hours or replica-hours")
     scale_events: int = 0
     p95_utilization: float | None = 0.0
+    regret: float | None = Field(default=None, description="cost_usd / the perfect-foresight cost (oracle) on the "
+                                 "same window; a ratio, >= 1 for a policy meeting every interval; null without one")
 
     @classmethod
-    def of(cls, m) -> "PolicyMetrics | None":
-        """From :class:`optimizer.policy.Metrics` (None stays None)."""
+    def of(cls, m, oracle_cost_usd: float | None = None) -> "PolicyMetrics | None":
+        """From :class:`optimizer.policy.Metrics` (None stays None), with its regret
+        against ``oracle_cost_usd`` when given (:func:`optimizer.oracle.regret`)."""
         if m is None:
             return None
+        from optimizer.oracle import regret
+
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
-                   scale_events=m.scale_events, p95_utilization=m.p95_utilization)
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization,
+                   regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
 
 
 class RecommendedMetrics(PolicyMetrics):
     """The tuned policy's figures and its parameters (:mod:`optimizer.policy`)."""
 
     params: dict[str, Any] = Field(default_factory=dict)
+
+
+class OracleFigures(_Model):
+    """The perfect-foresight limit on the evaluation window (:mod:`optimizer.oracle`;
+    spot interruptions left out)."""
+
+    cost_usd: float = Field(description="USD: the cheapest capacity meeting demand in every interval")
+    layers: dict[str, float] = Field(default_factory=dict, description="GPU-hours or replica-hours per layer")
+    method: str = ""
 
 
 class Windows(_Model):
@@ -86,6 +101,12 @@ class SeriesReport(_Model):
     baseline: PolicyMetrics
     recommended: RecommendedMetrics
     random_search: PolicyMetrics | None = None
+    recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
+                                    "on the tuning window (optimizer.tuning)")
+    searched: PolicyMetrics | None = Field(default=None, description="the searched policy (params), when a "
+                                           "baseline/peer is recommended instead")
+    peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
+    oracle: OracleFigures | None = None
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
     plan: dict[str, Any] = Field(default_factory=dict, description="capacity per lead time (optimizer.plan)")
@@ -178,14 +199,19 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
         oc = outcomes[sid]
         sc = scores.get(sid, {})
         ev = tuple(w.as_list())
+        oracle = oc.oracle.cost_usd if oc.oracle is not None else None
         series[sid] = SeriesReport(
             kind=pl.kind, unit=pl.unit, gpu_model=pl.gpu_model,
             windows=Windows(training=(w.start.isoformat(), (w.tune_start - STEP).isoformat()),
                             tuning=(w.tune_start.isoformat(), (w.eval_start - STEP).isoformat()), evaluation=ev),
             evaluation_window=ev,
-            baseline=PolicyMetrics.of(oc.baseline),
-            recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended).model_dump(), params=oc.params),
-            random_search=PolicyMetrics.of(oc.random),
+            baseline=PolicyMetrics.of(oc.baseline, oracle),
+            recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended, oracle).model_dump(), params=oc.params),
+            random_search=PolicyMetrics.of(oc.random, oracle),
+            recommended_policy=oc.recommended_policy,
+            searched=PolicyMetrics.of(oc.searched, oracle),
+            peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
+            oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,

@@ -114,12 +114,18 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     s = report.series[series_id]
     meta = _meta(s, series_id, report.run.source, store_root)
     hist = pd.read_parquet(run_dir / "history.parquet")
+    native = run_dir / "history_native.parquet"  # the replay's own grid for series finer than 5 minutes
+    if native.exists():
+        nat = pd.read_parquet(native)
+        if (nat["series_id"] == series_id).any():
+            hist = nat
     hist = hist[hist["series_id"] == series_id].sort_values("timestamp").reset_index(drop=True)
     bt = pd.read_parquet(run_dir / "backtest.parquet")
     comb = bt[(bt["series_id"] == series_id) & (bt["tier"] == "combined")].reset_index(drop=True)
     start, end = (pd.Timestamp(x) for x in s.windows.evaluation)
-    inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end)
-    recorded = {"recommended": {k: getattr(s.recommended, k) for k in METRIC_KEYS},
+    inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end, cfg.plan.interruption_rate, cfg.plan.recovery_s)
+    searched = s.searched or s.recommended  # the params' own figures (a peer may be the recommendation)
+    recorded = {"recommended": {k: getattr(searched, k) for k in METRIC_KEYS},
                 "baseline": {k: getattr(s.baseline, k) for k in METRIC_KEYS}}
     return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, report.run.seed, dict(s.recommended.params), recorded)
 

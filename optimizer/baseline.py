@@ -65,7 +65,8 @@ def training_baseline(inp: ReplayInput, interruption_rate: float = 0.01, recover
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed)
 
 
-def inference_baseline(inp: ReplayInput, cold_start_s: int = 90) -> tuple[Metrics, dict]:
-    """Replay the inference rules of thumb (see module docstring)."""
+def inference_baseline(inp: ReplayInput, cold_start_s: int = 90, metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
+    """Replay the inference rules of thumb (see module docstring), on the
+    replay's timeline (metrics ``metrics_lag_s`` old, new replicas after the cold start)."""
     floor = np.ceil(INFERENCE_FACTOR * trailing_day_peak(inp) - 1e-9)
-    return replay_threshold(inp, floor, SCALE_UP_AT, SCALE_DOWN_AT, cold_start_s)
+    return replay_threshold(inp, floor, SCALE_UP_AT, SCALE_DOWN_AT, cold_start_s, metrics_lag_s=metrics_lag_s)

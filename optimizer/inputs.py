@@ -7,9 +7,15 @@ through. Decision inputs come only from forecasts issued before each decision
 
 * training pools: per week the mean, per day and per hour the maximum of the
   latest forecast issued before the period starts
-  (:func:`optimizer.replay.period_lookup`);
-* inference services: the latest forecast issued at or before each step, its
-  first 12 steps (1 h, the pre-scaling horizon).
+  (:func:`optimizer.replay.period_lookup`), per day the newsvendor level
+  (:func:`optimizer.layers.period_level_lookup`); the hourly top-up's maxima
+  come from the latest forecast level-updated with the newest observation
+  (:func:`optimizer.refresh.refreshed_hour_max`), as a dispatcher issuing a
+  forecast every hour would see them;
+* inference services: the latest forecast issued before each step, its
+  first 12 five-minute steps (1 h, the pre-scaling horizon). The demand is
+  replayed at the data's native resolution (:func:`native_grid`: 1-minute
+  inputs stay 1-minute; the forecasts stay on their 5-minute grid).
 
 Used by the pipeline's search stage and by the dashboard's what-if.
 """
@@ -20,28 +26,51 @@ import numpy as np
 import pandas as pd
 
 from forecasting.types import QCOLS, SeriesMeta
+from optimizer.layers import critical_ratios, period_level_lookup
 from optimizer.prices import GpuPrice, price_for
+from optimizer.refresh import refreshed_hour_max
 from optimizer.replay import ReplayInput, latest_before, period_lookup
 
 STEP = pd.Timedelta("5min")
 
 
+def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """One series' raw samples (``series_id, timestamp, value``) on its own grid
+    when it is sampled finer than 5 minutes (the median spacing, whole seconds,
+    regularised by :func:`forecasting.regularise.regularise` at that step);
+    None when it is not (the 5-minute grid is then native)."""
+    from forecasting.regularise import regularise
+
+    ts = pd.DatetimeIndex(frame["timestamp"]).sort_values().unique()
+    if len(ts) < 3:
+        return None
+    step = pd.Series(ts).diff().dropna().median()
+    if step >= STEP or step < pd.Timedelta("1s"):
+        return None
+    g, _ = regularise(frame, step=f"{int(step.total_seconds())}s")
+    return g.reset_index(drop=True)
+
+
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
-                 start: pd.Timestamp, end: pd.Timestamp) -> tuple[ReplayInput, list[str]]:
+                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800
+                 ) -> tuple[ReplayInput, list[str]]:
     """The replay input of one series on ``[start, end]`` and notes on its fallbacks.
 
     ``history``: the series' rows of a history frame on the 5-minute grid
     (``timestamp``, ``value``, sorted); ``combined``: its combined rolling
     forecasts (forecast frame); ``meta``: its kind, GPU model and GPUs per
     replica; ``price_book``: GPU model -> USD per GPU-hour
-    (:func:`optimizer.prices.price_for` states a fallback price in the notes).
+    (:func:`optimizer.prices.price_for` states a fallback price in the notes);
+    ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
+    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
     times = ts[m]
     price, note = price_for(price_book, meta.gpu_model)
-    inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=int(STEP.total_seconds()),
-                      price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
+    step_s = int(pd.Series(ts).diff().median().total_seconds()) if len(ts) > 1 else int(STEP.total_seconds())
+    inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=step_s,
+                      fc_step_s=int(STEP.total_seconds()), price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
                       history_before=history["value"].to_numpy()[ts < start])
     notes = [note] if note else []
     comb = combined
@@ -51,9 +80,10 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         hour_starts = pd.date_range(start, end, freq="1h")
         inp.week_mean = period_lookup(comb, times, week_starts, pd.Timedelta("7D"), "mean")
         inp.day_max = period_lookup(comb, times, day_starts, pd.Timedelta("1D"), "max")
-        # the hourly top-up: the latest forecast issued before each hour (rolling origins of training
-        # pools are 4 h apart, so its lead is 1-5 h in the replay; a live run refreshes it every hour)
-        inp.hour_max = period_lookup(comb, times, hour_starts, pd.Timedelta("1h"), "max")
+        ratio = critical_ratios(price, interruption_rate, recovery_s)["spot"]
+        inp.day_level = period_level_lookup(comb, times, day_starts, pd.Timedelta("1D"), pd.Timedelta("1h"), ratio)
+        actual = pd.Series(history["value"].to_numpy(), index=ts)
+        inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:

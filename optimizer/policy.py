@@ -19,7 +19,10 @@ class TrainingParams(BaseModel):
     * reserved GPUs per week = ``ceil(reservation_ratio * mean of the weekly
       forecast's quantile over the week)``;
     * GPUs per day = ``ceil(headroom * max of the daily forecast's quantile over
-      the day)``; what exceeds the reservation is bought for the day, a
+      the day)``, or with ``daily_rule="newsvendor"`` ``ceil(headroom * the
+      level that quantile reaches in at least the spot critical ratio of the
+      day's hours)`` (:mod:`optimizer.layers`: the rest is left to the hourly
+      top-up); what exceeds the reservation is bought for the day, a
       ``spot_fraction`` of it on spot and the rest on-demand;
     * on-demand GPUs per hour (the reactive layer, lead time one hour) =
       ``max(0, ceil(topup_headroom * max of the forecast's topup_quantile over
@@ -32,6 +35,7 @@ class TrainingParams(BaseModel):
 
     reservation_ratio: float = Field(ge=0, le=3)
     quantile: QuantileName = "p90"
+    daily_rule: Literal["max", "newsvendor"] = "max"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
     topup_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"

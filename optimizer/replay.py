@@ -16,13 +16,28 @@ Training pools (:func:`replay_training`, vectorised with numpy)
     * demand above capacity is unmet (GPU-hours); with ``queue_unmet`` it is
       carried to later intervals (Lindley recursion).
 
-Inference services (:func:`replay_inference`)
+Inference services (:func:`replay_inference`), at the data's own resolution
+(1-minute inputs are replayed per minute, never averaged first). Decision
+timeline of step ``i`` (covering ``[t_i, t_i + step)``):
+
+    t_i - step - lag  ... the demand of step i-1-ceil(lag/step) ends and is
+                          scraped; after ``metrics_lag_s`` (default 60 s: the
+                          metrics pipeline plus the 15 s HPA sync) it is
+                          observable
+    t_i               the controller (HPA, threshold rule or a peer) decides
+                      the replica spec from what is observable then: demand up
+                      to step ``i - 1 - ceil(metrics_lag_s / step)``, never the
+                      step being scored; pre-scaling uses the latest hourly
+                      forecast issued before ``t_i - metrics_lag_s``
+    t_i ...           a new replica is paid from ``t_i`` (it is starting) and
+                      serves from step ``i + ceil(cold_start_s / step)`` on
+                      (DESIGN.md: 90 s node cold start), whole steps only
+    t_i               removed replicas stop serving and stop being paid at once
+                      (starting ones are removed first)
+
     * replicas follow :class:`optimizer.hpa.HPA` on the utilisation metric
-      ``demand / replicas`` against ``target_utilization``, with an optional
-      predicted-demand metric for pre-scaling (the HPA takes the larger);
-    * a new replica serves only after ``cold_start_s`` (DESIGN.md: 90 s node
-      cold start); inside a step it counts for the fraction of the step it was
-      ready;
+      ``observed demand / replicas`` against ``target_utilization``, with an
+      optional predicted-demand metric for pre-scaling (the HPA takes the larger);
     * every replica, ready or starting, is paid at the on-demand price.
 
 Metrics (DESIGN.md vocabulary), over intervals with known demand:
@@ -55,23 +70,26 @@ from optimizer.prices import GpuPrice
 class ReplayInput:
     """Demand and forecast lookups for one series on one window.
 
-    ``times``: 5-minute grid (UTC); ``demand``: float array (NaN = missing);
+    ``times``: the data's grid (UTC; 5 minutes, or finer for inference); ``demand``: float array (NaN = missing);
     ``step_s``: grid step in seconds. For training, ``week_mean[q]``,
-    ``day_max[q]`` and ``hour_max[q]`` give per time step the decision inputs
+    ``day_max[q]``, ``hour_max[q]`` and ``day_level[q]`` (the day's newsvendor
+    level, :mod:`optimizer.layers`) give per time step the decision inputs
     built from forecasts issued before the week/day/hour. For inference,
     ``hourly_fc[q]`` is ``(n_origins, 12)`` with
     ``hourly_origin_idx[t]`` the latest origin before ``t`` (-1: none) and
-    ``hourly_offset[t]`` the steps from that origin to ``t``.
+    ``hourly_offset[t]`` the forecast steps (``fc_step_s``) from that origin to ``t``.
     """
 
     times: pd.DatetimeIndex
     demand: np.ndarray
     step_s: int
     price: GpuPrice
+    fc_step_s: int = 300  # the forecasts' grid (hourly_offset counts these steps)
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
     hour_max: dict[str, np.ndarray] = field(default_factory=dict)
+    day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
@@ -145,7 +163,11 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     caller); hours with no forecast get no top-up.
     """
     wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
-    dm = np.nan_to_num(inp.day_max[p.quantile], nan=_last(inp))
+    daily = inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
+    if p.quantile not in daily:
+        raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
+                         f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
+    dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
     reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
     target = np.ceil(p.headroom * dm - 1e-9)
     flex = np.maximum(target - reserved, 0.0)
@@ -248,7 +270,7 @@ def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:
     if fc is None or inp.hourly_origin_idx is None or len(fc) == 0:
         return np.full(n, np.nan)
     oi = inp.hourly_origin_idx
-    j = inp.hourly_offset + lead_s // inp.step_s - 1
+    j = inp.hourly_offset + lead_s // inp.fc_step_s - 1
     j = np.clip(j, 0, fc.shape[1] - 1)
     out = np.where(oi >= 0, fc[np.clip(oi, 0, None), j], np.nan)
     return out
@@ -261,23 +283,25 @@ def hpa_from_params(p: InferenceParams, step_s: int) -> HPA:
     return HPA(min_replicas=max(p.min_replicas, 1), max_replicas=p.max_replicas, scale_up=up, scale_down=down)
 
 
-def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None
-                     ) -> tuple[Metrics, dict]:
-    """Replay an inference service under the HPA policy ``p``.
+def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
+                     metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
+    """Replay an inference service under the HPA policy ``p`` (timeline in the
+    module docstring).
 
-    Returns ``(metrics, series)`` with per-step ``replicas`` (spec) and
-    ``provisioned`` (ready-equivalent replicas).
+    Returns ``(metrics, series)`` with per-step ``replicas`` (spec, paid) and
+    ``provisioned`` (ready replicas).
     """
     hpa = hpa_from_params(p, inp.step_s)
     pre = prescale_demand(inp, p.prescale_quantile, p.prescale_lead_s) if p.prescale_quantile != "none" else None
-    return _run_controller(inp, lambda now, cur, d, i: hpa.step(
+    return run_controller(inp, lambda now, cur, d, i: hpa.step(
         now, cur, [d / max(cur, 1) / p.target_utilization]
         + ([pre[i] / max(cur, 1) / p.target_utilization] if pre is not None and np.isfinite(pre[i]) else []),
-        inp.step_s), cold_start_s, initial or max(p.min_replicas, 1))
+        inp.step_s), cold_start_s, initial or max(p.min_replicas, 1), metrics_lag_s)
 
 
 def replay_threshold(inp: ReplayInput, floor: np.ndarray, up: float = 0.7, down: float = 0.3,
-                     cold_start_s: int = 90, max_replicas: int = 10_000) -> tuple[Metrics, dict]:
+                     cold_start_s: int = 90, max_replicas: int = 10_000, metrics_lag_s: int = 60
+                     ) -> tuple[Metrics, dict]:
     """Replay the seeds' threshold rule: scale up when utilisation > ``up``
     (to ``ceil(demand / up)``), down when < ``down`` (to ``ceil(demand / down)``),
     never below ``floor[t]`` (replicas)."""
@@ -291,33 +315,50 @@ def replay_threshold(inp: ReplayInput, floor: np.ndarray, up: float = 0.7, down:
             want = int(np.ceil(d / down))
         return int(min(max(want, floor[i], 1), max_replicas))
 
-    return _run_controller(inp, rule, cold_start_s, int(max(floor[0], 1)))
+    return run_controller(inp, rule, cold_start_s, int(max(floor[0], 1)), metrics_lag_s)
 
 
-def _run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int) -> tuple[Metrics, dict]:
+def observed_demand(inp: ReplayInput, metrics_lag_s: int = 60) -> np.ndarray:
+    """Per step ``i``: the latest known demand observable at ``t_i`` — that of step
+    ``i - 1 - ceil(metrics_lag_s / step_s)`` or earlier (NaN skipped, the
+    history before the window included); 0 when nothing is known yet."""
+    lag = 1 + int(np.ceil(max(metrics_lag_s, 0) / inp.step_s - 1e-9))
+    before = inp.history_before if inp.history_before is not None else np.array([])
+    allv = pd.Series(np.concatenate([before, inp.demand])).ffill().fillna(0.0).to_numpy()
+    off = len(before)
+    idx = np.arange(len(inp.demand)) + off - lag
+    return np.where(idx >= 0, allv[np.clip(idx, 0, None)], 0.0) if len(allv) else np.zeros(0)
+
+
+def run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int, metrics_lag_s: int = 60
+                   ) -> tuple[Metrics, dict]:
+    """Run ``decide(now_s, current_spec, observed_demand, i) -> new spec`` once per
+    step on the timeline of the module docstring and account the result:
+    ``(metrics, {"replicas": spec per step, "provisioned": ready per step})``.
+    The ``initial`` replicas are ready at the first step."""
     n = len(inp.times)
     step = inp.step_s
-    ready_frac = 1.0 - (cold_start_s % step) / step  # share of its first step a new replica serves
-    delay_steps = int(cold_start_s // step)
+    delay = int(np.ceil(max(cold_start_s, 0) / step - 1e-9))
+    obs = observed_demand(inp, metrics_lag_s)
     replicas = np.zeros(n)
     prov = np.zeros(n)
-    pending = np.zeros(n + delay_steps + 2)  # replicas becoming ready at step k (partial in that step)
+    pending = np.zeros(n + delay + 1)  # replicas becoming ready at step k
     ready = float(initial)
     cur = int(initial)
     events = 0
-    d_arr = inp.demand
-    last_d = float(np.nan_to_num(d_arr[np.isfinite(d_arr)][0] if np.isfinite(d_arr).any() else 0.0))
     for i in range(n):
-        d = d_arr[i]
-        if np.isfinite(d):
-            last_d = d
-        new = decide(i * step, cur, last_d, i)
+        ready += pending[i]
+        pending[i] = 0.0
+        new = int(decide(i * step, cur, float(obs[i]), i))
         if new > cur:
-            pending[i + delay_steps] += new - cur
+            if delay == 0:
+                ready += new - cur
+            else:
+                pending[i + delay] += new - cur
         elif new < cur:
             drop = cur - new
             # scale-down removes starting replicas first, then ready ones
-            for k in range(i, min(i + delay_steps + 1, len(pending))):
+            for k in range(min(i + delay, len(pending) - 1), i, -1):
                 take = min(pending[k], drop)
                 pending[k] -= take
                 drop -= take
@@ -325,10 +366,8 @@ def _run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int) -
         if new != cur:
             events += 1
         cur = new
-        arriving = pending[i]
-        prov[i] = ready + arriving * ready_frac
-        ready += arriving
+        prov[i] = ready
         replicas[i] = cur
     step_h = step / 3600.0
     cost = float(replicas.sum() * step_h * inp.gpus_per_unit * inp.price.on_demand)
-    return _metrics(d_arr, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}
+    return _metrics(inp.demand, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}

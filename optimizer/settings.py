@@ -104,6 +104,8 @@ class SearchSettings(BaseModel):
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
     recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
     cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
+    metrics_lag_s: int = Field(default=60, ge=0, le=3600, description="age of the metrics the HPA acts on: the "
+                               "metrics pipeline plus the 15 s sync period (optimizer.replay timeline)")
     queue_unmet: bool = False
     random_search: bool = True
     training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)

@@ -10,7 +10,22 @@ baseline policies on the evaluation window, which the search never saw.
 :class:`PolicyReplay` is the one place that dispatches on the series' kind:
 training pools replay with :func:`optimizer.replay.replay_training` and the
 seeds' training baseline, inference services with
-:func:`optimizer.replay.replay_inference` and the inference baseline.
+:func:`optimizer.replay.replay_inference` and the inference baseline; both
+with the peer policies (:mod:`optimizer.peers`) and the perfect-foresight
+limit (:mod:`optimizer.oracle`).
+
+**Never worse than the status quo.** After the search, the baseline and every
+peer are scored with the same objective on the tuning window. When one of
+them beats the searched policy there, it is the recommendation
+(``recommended_policy`` names it, ``notes`` say why), and its evaluation
+figures are the recommended figures. The manifests still carry the searched
+policy's capacity (the exporters express forecast-driven layers, not these
+rules), which the note also says.
+
+**Refinement.** The search starts from the cost-optimal layers
+(:data:`optimizer.search.TRAINING_ANCHORS`: the newsvendor daily level on spot,
+the hourly top-up for the rest); ``tuning["refinement_usd"]`` is how much the
+Gaussian-process search lowered the tuning objective below that anchor.
 """
 
 from __future__ import annotations
@@ -21,12 +36,17 @@ import numpy as np
 import pandas as pd
 
 from optimizer import baseline as base
+from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
+from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.search import Space, inference_space, objective_value, run_search, training_space
 from optimizer.settings import SearchSettings
 
-STEP_S = 300.0  # the replay grid: 5 minutes
+
+
+REFINE_MIN = 0.03
+TUNING_STREAM = 0  # spot-interruption draws of every tuning replay (module docstring)
 
 
 @dataclass(frozen=True)
@@ -49,13 +69,25 @@ class PolicyReplay:
         s = self.settings
         if self.kind == "training":
             return replay_training(inp, p, s.interruption_rate, s.recovery_s, s.queue_unmet, self.seed)
-        return replay_inference(inp, p, s.cold_start_s)
+        return replay_inference(inp, p, s.cold_start_s, metrics_lag_s=s.metrics_lag_s)
 
     def baseline(self, inp: ReplayInput):
         s = self.settings
         if self.kind == "training":
             return base.training_baseline(inp, s.interruption_rate, s.recovery_s, s.queue_unmet, self.seed)
-        return base.inference_baseline(inp, s.cold_start_s)
+        return base.inference_baseline(inp, s.cold_start_s, s.metrics_lag_s)
+
+    def peers(self, inp: ReplayInput) -> dict[str, tuple[Metrics, dict]]:
+        """Every peer policy of :mod:`optimizer.peers`, replayed alike."""
+        s = self.settings
+        return replay_peers(inp, self.kind, s.interruption_rate, s.recovery_s, s.queue_unmet, self.seed,
+                            s.cold_start_s, s.metrics_lag_s)
+
+    def oracle(self, inp: ReplayInput) -> OracleResult:
+        """The perfect-foresight limit on ``inp``'s window (:mod:`optimizer.oracle`)."""
+        if self.kind == "training":
+            return training_oracle(inp)
+        return inference_oracle(inp, self.settings.cold_start_s)
 
     def space(self, tune: ReplayInput) -> Space:
         """The search space; for inference, ``max_replicas`` follows the peak before the tuning window."""
@@ -99,6 +131,17 @@ class SearchOutcome:
     trials: list[dict]
     replay: pd.DataFrame
     notes: list[str]
+    peers: dict[str, Metrics] | None = None
+    oracle: OracleResult | None = None
+    recommended_policy: str = "searched"
+    searched: Metrics | None = None  # the searched policy's figures when a rival is recommended instead
+
+    def regret(self) -> dict[str, float]:
+        """``cost / oracle cost`` per policy (``baseline``, ``recommended``, each peer); empty without an oracle."""
+        if self.oracle is None:
+            return {}
+        pol = {"baseline": self.baseline, "recommended": self.recommended, **(self.peers or {})}
+        return {k: regret(m.cost_usd, self.oracle.cost_usd) for k, m in pol.items()}
 
 
 def search_one(task: SearchTask) -> SearchOutcome:
@@ -108,20 +151,21 @@ def search_one(task: SearchTask) -> SearchOutcome:
     tune, evalw = task.tune, task.evalw
     d = tune.demand[np.isfinite(tune.demand)]
     mean_d = float(d.mean()) if len(d) else 0.0
-    ref_cost = max(mean_d, 1e-6) * len(tune.times) * STEP_S / 3600 * tune.price.on_demand * tune.gpus_per_unit
+    ref_cost = max(mean_d, 1e-6) * len(tune.times) * tune.step_s / 3600 * tune.price.on_demand * tune.gpus_per_unit
     pr = PolicyReplay(task.kind, pc, task.seed)
+    tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
     space = pr.space(tune)
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
-    gp = run_search(lambda p: pr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
+    gp = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
                     coverage_by=by)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-        pr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
+        tpr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
         "coverage_target_while_tuning": target, "coverage_objective": by}
     rnd_eval = None
     if pc.random_search:
-        rnd = run_search(lambda p: pr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
+        rnd = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
                          "random", coverage_by=by)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
@@ -133,12 +177,40 @@ def search_one(task: SearchTask) -> SearchOutcome:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    rec, rec_series = pr.replay(gp.best_params, evalw)
+    best_params, best_obj = gp.best_params, gp.best_objective
+    n_anchor = min(len(space.anchor_points()), len(gp.trials))
+    if n_anchor:
+        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"])
+        anchor_obj = gp.trials[k]["objective"]
+        tuning["anchor_objective"] = anchor_obj
+        tuning["refinement_usd"] = anchor_obj - gp.best_objective
+        # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
+        # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
+        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        tuning["refinement_kept"] = bool(kept)
+        if not kept:
+            best_params, best_obj = pr.params(gp.trials[k]["params"]), anchor_obj
+    rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)
+    peers_eval = pr.peers(evalw)
+    chosen, searched = "searched", None
+    rivals = {"baseline": tuning["baseline_objective"]}
+    for name, (m, _) in tpr.peers(tune).items():
+        rivals[name] = tuning[f"{name}_objective"] = objective_value(m, target, ref_cost, pc.penalty, by)
+    best_rival = min(rivals, key=rivals.get)
+    if rivals[best_rival] < best_obj - 1e-9 * max(1.0, abs(best_obj)):
+        chosen = best_rival
+        notes.append(f"policy: the {best_rival} policy beat the searched policy on the tuning window (objective "
+                     f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} USD at coverage target {target:.2f}), "
+                     f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
+        searched = rec
+        rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    return SearchOutcome(gp.best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes)
+    return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes,
+                         peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
+                         recommended_policy=chosen, searched=searched)
 
 
 def policy_warnings(oc: SearchOutcome, coverage_target: float) -> list[str]:

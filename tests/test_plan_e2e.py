@@ -68,6 +68,12 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
                 assert m in s[k], (sid, k, m)
             assert 0.0 <= s[k]["coverage"] <= 1.0 and 0.0 <= s[k]["idle_ratio"] <= 1.0
         assert "params" in s["recommended"]
+        # the perfect-foresight limit and every policy's regret against it (issue 12)
+        assert s["oracle"]["cost_usd"] >= 0 and set(s["peers"]) == {"reactive", "naive_conformal"}
+        for k, m in {"baseline": s["baseline"], "recommended": s["recommended"], **s["peers"]}.items():
+            if s["oracle"]["cost_usd"] > 0:
+                assert m["regret"] == pytest.approx(m["cost_usd"] / s["oracle"]["cost_usd"]), (sid, k)
+                assert m["coverage"] < 1.0 or m["regret"] >= 1.0 - 1e-9, (sid, k)
         for tier in ("hourly", "daily", "weekly", "seasonal_naive"):
             assert tier in s["backtest"], (sid, tier)
     # the replay of both policies ran over exactly the evaluation window
@@ -77,6 +83,9 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
         w = report["series"][sid]["evaluation_window"]
         assert g["timestamp"].min() == pd.Timestamp(w[0]) and g["timestamp"].max() == pd.Timestamp(w[1])
         assert g["provisioned_baseline"].notna().all() and g["provisioned_recommended"].notna().all()
+    # the 1-minute Azure trace is replayed per minute, not as 5-minute maxima (issue 12)
+    az = rp[rp["series_id"] == "infer/azure-llm-conv"]
+    assert len(az) and (az["timestamp"].diff().dropna() == pd.Timedelta("1min")).all()
 
 
 def test_short_series_fallbacks_are_stated(plan_run):

@@ -23,19 +23,21 @@ def inp(demand, start="2024-01-01", before=None):
                        history_before=None if before is None else np.asarray(before, float))
 
 
-def test_cold_start_delays_new_replicas():
+def test_cold_start_and_metrics_lag_delay_new_replicas():
     d = [2.0] * 5 + [6.0] * 5
     p = InferenceParams(target_utilization=1.0, min_replicas=2, max_replicas=20, scale_up_window_s=0,
                         scale_down_window_s=0, scale_up_percent=1000, scale_down_percent=100, period_s=15)
-    m0, s0 = replay_inference(inp(d), p, cold_start_s=0)
-    m90, s90 = replay_inference(inp(d), p, cold_start_s=90)
-    m600, s600 = replay_inference(inp(d), p, cold_start_s=600)
-    assert s0["provisioned"][5] == 6.0 and m0.coverage == 1.0
-    assert s90["provisioned"][5] == pytest.approx(2 + 4 * 0.7)  # ready for 210 of 300 s
-    assert s90["provisioned"][6] == 6.0
-    assert s600["provisioned"][5] == 2.0 and s600["provisioned"][6] == 2.0 and s600["provisioned"][7] == 6.0
-    assert m600.coverage == pytest.approx(0.8)
-    assert m600.cost_usd == m0.cost_usd  # starting replicas are paid for
+    m0, s0 = replay_inference(inp(d), p, cold_start_s=0, metrics_lag_s=0)
+    m90, s90 = replay_inference(inp(d), p, cold_start_s=90, metrics_lag_s=0)
+    m600, s600 = replay_inference(inp(d), p, cold_start_s=600, metrics_lag_s=0)
+    lagged, sl = replay_inference(inp(d), p, cold_start_s=90, metrics_lag_s=60)
+    # the step is seen once it has ended (at step 6), never while it is scored
+    assert s0["provisioned"][5] == 2.0 and s0["provisioned"][6] == 6.0 and m0.coverage == pytest.approx(0.9)
+    assert s90["provisioned"][6] == 2.0 and s90["provisioned"][7] == 6.0  # whole steps only after the cold start
+    assert s600["provisioned"][7] == 2.0 and s600["provisioned"][8] == 6.0
+    assert sl["provisioned"][7] == 2.0 and sl["provisioned"][8] == 6.0  # one more step of metrics lag
+    assert m600.coverage == pytest.approx(0.7)
+    assert m600.cost_usd == m0.cost_usd  # starting replicas are paid for (same spec from the decision on)
 
 
 def test_spot_interruptions_lose_capacity_for_recovery_time():
@@ -137,6 +139,7 @@ def test_search_is_reproducible_and_casts_types():
     for q, z in zip(QCOLS, (0, 1.3, 1.6, 2.3)):
         i.week_mean[q] = np.full(2016, 20.0 + z)
         i.day_max[q] = np.full(2016, 25.0 + z)
+        i.day_level[q] = np.full(2016, 21.0 + z)
     space = training_space()
 
     def ev(p):
@@ -154,6 +157,7 @@ def _flat(i, week, day, hour=None):
     for q in QCOLS:
         i.week_mean[q] = np.full(len(i.times), float(week))
         i.day_max[q] = np.full(len(i.times), float(day))
+        i.day_level[q] = np.full(len(i.times), float(day))
         if hour is not None:
             i.hour_max[q] = np.asarray(hour, float)
     return i

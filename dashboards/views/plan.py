@@ -1,5 +1,6 @@
-"""Plan: recommended against baseline per series, the optimiser's convergence
-curve and the trial scatter of cost against coverage (from the trial log)."""
+"""Plan: recommended against baseline per series, every policy's regret against
+the perfect-foresight limit, the optimiser's convergence curve and the trial
+scatter of cost against coverage (from the trial log)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,24 @@ for sid, s in sorted(series.items()):
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="plan_table",
              column_config={"cost rec. (USD)": st.column_config.NumberColumn(format="%d"),
                             "cost base. (USD)": st.column_config.NumberColumn(format="%d")})
+
+st.subheader("Against perfect foresight")
+st.caption("Regret = policy cost / the cheapest capacity that meets demand in every interval of the evaluation "
+           "window with the demand known in advance (same prices, layers and cadences; optimizer.oracle).")
+reg = []
+for sid_, s_ in sorted(series.items()):
+    pols = {"recommended": s_["recommended"], "baseline": s_["baseline"], **s_.get("peers", {})}
+    for name, m in pols.items():
+        reg.append({"series": sid_, "policy": name + (f" ({s_.get('recommended_policy')})" if name == "recommended"
+                                                      and s_.get("recommended_policy", "searched") != "searched"
+                                                      else ""),
+                    "regret": m.get("regret"), "cost (USD)": round(m["cost_usd"]),
+                    "coverage": c.pct(m["coverage"]), "idle ratio": c.pct(m["idle_ratio"]),
+                    "oracle (USD)": round((s_.get("oracle") or {}).get("cost_usd", float("nan")))
+                    if s_.get("oracle") else None})
+if reg:
+    st.dataframe(pd.DataFrame(reg), hide_index=True, width="stretch", key="plan_regret",
+                 column_config={"regret": st.column_config.NumberColumn(format="%.2f")})
 
 sid = c.series_picker(rep, "plan_series")
 s = series[sid]
