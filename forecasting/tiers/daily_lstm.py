@@ -25,6 +25,8 @@ multi-horizon quantile outputs):
 
 Series shorter than 168 + 24 hours are not trained on and, at predict time,
 without 168 hours of context they get the seasonal-naive fallback (stated).
+An origin whose last 168 hours are constant (a fixed pool, all zero) gets
+the last value (naive), stated: the network has nothing to read there.
 TensorFlow is imported lazily, so importing this module is cheap.
 """
 
@@ -206,9 +208,17 @@ class DailyLSTM(Forecaster):
                 fut_idx = pd.date_range(s.index[-1] + pd.Timedelta("1h"), periods=HORIZON, freq="1h")
                 cal = calendar_features(s.index.append(fut_idx), tz)
                 present = s.notna().to_numpy()
+                raw = s.to_numpy(dtype="float64")
             for o in ors:
                 e = int(s.index.searchsorted(o, side="right")) - 1  # last position <= origin
                 enough = self.model is not None and e >= LOOKBACK - 1 and present[e - LOOKBACK + 1:e + 1].sum() >= LOOKBACK // 2
+                if enough and np.nanmax(raw[e - LOOKBACK + 1:e + 1]) == np.nanmin(raw[e - LOOKBACK + 1:e + 1]):
+                    # a constant week (e.g. a fixed pool, or all zero): nothing for the network to
+                    # read, and its output would be noise around the level; the level itself is the forecast
+                    self.fallbacks.setdefault(sid, f"daily: the last {LOOKBACK} hours are constant; "
+                                                   "naive (last value) used")
+                    frames.append(self._frame(sid, o, naive_quantiles(s.iloc[: e + 1].to_numpy(), HORIZON)))
+                    continue
                 if not enough:
                     ctx = s.iloc[: e + 1]
                     if self.model is None and sid not in self.fallbacks:

@@ -124,7 +124,7 @@ class HourlyETS(Forecaster):
                     warnings.simplefilter("always")
                     try:
                         res = _build(y, spec).fit(disp=False, maxiter=200)
-                    except Exception as exc:  # a candidate that cannot be fitted is skipped, and noted
+                    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # skipped, and noted
                         caught.append(f"{spec}: {type(exc).__name__}: {exc}")
                         continue
                     caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
@@ -139,37 +139,52 @@ class HourlyETS(Forecaster):
                 return best, best_ic, caught
 
     def predict(self, history, origins=None):
+        """Quantiles at each origin; a series without a fitted model, or whose model
+        gives non-finite or failing intervals at an origin, gets naive quantiles and a
+        stated entry in :attr:`fallbacks` (never a silent default)."""
         frames = []
         for sid, ors in self._origins(history, origins).items():
             s = series_values(history, sid)
             m = self.models.get(sid)
             for o in ors:
                 ctx = s[s.index <= o]
-                if m is None:
+                q = None
+                if m is not None:
+                    q, why = self._predict_one(ctx[ctx.index >= m["start"]], m)
+                    if q is None:
+                        self.fallbacks.setdefault(sid, f"hourly: ETS {why}; naive (last value) used")
+                if q is None:
                     q = naive_quantiles(ctx.to_numpy(), self.horizon)
-                else:
-                    q = self._predict_one(ctx[ctx.index >= m["start"]], m)
                 frames.append(self._frame(sid, o, q))
         return self._concat(frames)
 
-    def _predict_one(self, ctx: pd.Series, m: dict) -> np.ndarray:
+    def _predict_one(self, ctx: pd.Series, m: dict) -> tuple[np.ndarray | None, str]:
+        """``((horizon, 4) quantiles, "")`` or ``(None, reason)``.
+
+        Simulated intervals (multiplicative models) are seeded through ``rng``
+        (statsmodels 0.15 renamed ``random_state``): same data, same forecast.
+        """
         y = ctx.ffill().bfill().to_numpy()
+        if len(y) == 0 or np.isnan(y).all():
+            return None, "has no context at this origin"
+        if m["spec"]["error"] == "mul" and not np.all(y > 0):
+            return None, "multiplicative model met a value <= 0 in the context"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
                 res = _build(y, m["spec"]).smooth(np.asarray(m["params"]))
                 n = len(y)
-                # simulated intervals (multiplicative models) are seeded: same data, same forecast
-                pred = res.get_prediction(start=n, end=n + self.horizon - 1, random_state=self.seed)
+                pred = res.get_prediction(start=n, end=n + self.horizon - 1,
+                                          rng=np.random.default_rng(self.seed))
                 out = np.empty((self.horizon, len(QUANTILES)))
                 out[:, 0] = np.asarray(pred.predicted_mean)
                 for j, q in enumerate(QUANTILES[1:], start=1):
                     out[:, j] = np.asarray(pred.pred_int(alpha=2 * (1 - q)))[:, 1]
-                if np.all(np.isfinite(out)):
-                    return out
-            except Exception:
-                pass
-        return naive_quantiles(y, self.horizon)
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+                return None, f"prediction failed ({type(exc).__name__}: {exc})"
+        if not np.all(np.isfinite(out)):
+            return None, "gave non-finite quantiles"
+        return out, ""
 
     # registry support --------------------------------------------------------
     def to_json(self) -> str:

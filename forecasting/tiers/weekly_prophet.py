@@ -7,8 +7,10 @@
 * Optional custom events (``events=["618", "double11"]``).
 * ``seasonality_mode="multiplicative"`` only when the series is strictly
   positive; additive otherwise.
-* ``ds`` is passed as naive UTC ``datetime64[ns]`` (tz-aware or ms-precision
-  columns break Prophet).
+* ``ds`` is passed as naive *local* wall-clock ``datetime64[ns]`` in the
+  series' timezone (tz-aware or ms-precision columns break Prophet), so that
+  holiday dates, which are local days, start at local midnight and daily
+  seasonality follows the local day.
 * Quantiles come from ``Prophet.predictive_samples`` (``uncertainty_samples``
   draws), read at 0.5/0.9/0.95/0.99.
 * If cmdstan's optimiser fails (``RuntimeError``), the fit is retried with
@@ -27,7 +29,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from forecasting.calendar import makeup_regressor, prophet_holidays
+from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
 from forecasting.tiers.base import Forecaster, register, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
@@ -42,11 +44,6 @@ def _quiet() -> None:
         for h in lg.handlers:
             h.setLevel(logging.ERROR)
     logging.getLogger("cmdstanpy").disabled = True  # failures still surface as exceptions
-
-
-def naive_utc(ts: pd.DatetimeIndex) -> pd.Series:
-    """Tz-aware timestamps -> naive UTC ``datetime64[ns]``, the form Prophet accepts."""
-    return pd.Series(pd.DatetimeIndex(ts).tz_convert("UTC").tz_localize(None).astype("datetime64[ns]"))
 
 
 @register("weekly")
@@ -88,7 +85,7 @@ class WeeklyProphet(Forecaster):
     def _frame_in(self, ds: pd.Series, sid: str) -> pd.DataFrame:
         df = pd.DataFrame({"ds": ds.to_numpy()})
         if self.calendar:
-            df["makeup_workday"] = makeup_regressor(df["ds"], self.tz.get(sid, "UTC"))
+            df["makeup_workday"] = makeup_regressor(df["ds"])
         return df
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "WeeklyProphet":
@@ -102,8 +99,9 @@ class WeeklyProphet(Forecaster):
                 self.fallbacks[sid] = (f"{label}: {len(s)} hours < {self.min_history} needed for Prophet; "
                                        "seasonal-naive used")
                 continue
-            years = sorted(set(s.index.year.tolist()) | {int((s.index[-1] + pd.Timedelta("8D")).year)})
-            df = self._frame_in(naive_utc(s.index), sid)
+            ds = local_naive(s.index, self.tz[sid])
+            years = sorted(set(ds.dt.year.tolist()) | {int((ds.iloc[-1] + pd.Timedelta("8D")).year)})
+            df = self._frame_in(ds, sid)
             df["y"] = s.to_numpy()
             for attempt in ({}, {"algorithm": "Newton"}):
                 m = self._new_model(df["y"].to_numpy(), years)
@@ -139,7 +137,7 @@ class WeeklyProphet(Forecaster):
                 continue
             ors = sorted(ors)
             ts = pd.date_range(ors[0] + step, ors[-1] + step * self.horizon, freq=step)
-            fut = self._frame_in(naive_utc(ts), sid)
+            fut = self._frame_in(local_naive(ts, self.tz.get(sid, "UTC")), sid)
             np.random.seed(self.seed)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
