@@ -157,3 +157,39 @@ def test_degenerate_inputs_give_sane_forecasts(tier, case):
     # (Prophet fits a flat history as a flat trend: a model, no fallback)
     if tier != "weekly" or case in ("single_step", "very_short"):
         assert "p" in m.fallbacks, (tier, case)
+
+
+# -- save / load (the tier interface; in the spirit of prophet's test_serialize.py) ----------------
+def _hourly_data():
+    rng = np.random.default_rng(5)
+    t = np.arange(240)
+    return frame(30 + 8 * np.sin(2 * np.pi * (t % 24) / 24) + rng.normal(0, 1, 240), step="1h")
+
+
+@pytest.mark.parametrize("tier", ["hourly", "daily", "weekly"])
+def test_save_load_round_trip(tier, tmp_path):
+    import json
+
+    from forecasting.tiers.base import ModelFileError
+
+    h = mult_pool() if tier == "hourly" else _hourly_data()
+    opts = LSTM_OPTS if tier == "daily" else ({"uncertainty_samples": 40} if tier == "weekly" else {})
+    m = make(tier, seed=4, **opts).fit(h, META)
+    m.scores = {"mase_24h": 0.9}
+    assert m.fitted_series() == ["p"]
+    path = m.save(tmp_path / "v1")
+    doc = json.loads(path.read_text())
+    assert doc["data_range"]["p"] == [h["timestamp"].iloc[0].isoformat(), h["timestamp"].iloc[-1].isoformat()]
+    assert doc["scores"] == {"mase_24h": 0.9} and "pandas" in doc["versions"] and doc["series"] == ["p"]
+    assert not any(p.suffix in (".pkl", ".pickle") for p in (tmp_path / "v1").iterdir())
+    m2 = make(tier, seed=4, **opts).load(tmp_path / "v1")
+    assert m2.fitted_series() == ["p"] and m2.data_range == m.data_range
+    a, b = m.predict(h), m2.predict(h)
+    assert np.allclose(a[list(QCOLS)].to_numpy(), b[list(QCOLS)].to_numpy(), rtol=1e-6)
+    # a model saved by another tier, or a broken file, is refused with a reason (the caller refits)
+    other = "weekly" if tier != "weekly" else "hourly"
+    with pytest.raises(ModelFileError, match="tier/arch/format"):
+        make(other).load(tmp_path / "v1")
+    (tmp_path / "v1" / "forecaster.json").write_text("{not json")
+    with pytest.raises(ModelFileError, match="no readable"):
+        make(tier, **opts).load(tmp_path / "v1")

@@ -123,6 +123,8 @@ class DailyLSTM(Forecaster):
     horizon = HORIZON
     min_history = LOOKBACK + HORIZON
     refit_every = "7D"  # backtests: one global retrain per week of origins
+    per_series = False  # one global model
+    arch = f"{ARCH}/{TARGET}"
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
                  max_windows: int = 2000, patience: int = 3, **options):
@@ -132,6 +134,7 @@ class DailyLSTM(Forecaster):
         self.scale: dict[str, float] = {}
         self.tz: dict[str, str] = {}
         self.model = None
+        self.trained: list[str] = []  # series with training windows
         self.history_loss: list[float] = []
 
     # -- data ------------------------------------------------------------------
@@ -161,6 +164,8 @@ class DailyLSTM(Forecaster):
         keras.utils.set_random_seed(self.seed)
         tf.config.experimental.enable_op_determinism()
         parts = {"x": [], "f": [], "y": [], "vx": [], "vf": [], "vy": []}
+        self._note_range(history)
+        self.trained = []
         for sid in history["series_id"].unique():
             s = series_values(history, sid)
             self.tz[sid] = meta.get(sid, SeriesMeta()).timezone
@@ -172,6 +177,8 @@ class DailyLSTM(Forecaster):
             x, f, y = self._windows(s, self.scale[sid], self.tz[sid], ends, True)
             ok = ~np.isnan(y).any(axis=1)
             x, f, y = x[ok], f[ok], y[ok]
+            if len(x):
+                self.trained.append(sid)
             n_val = int(round(0.15 * len(x)))  # the last windows in time: early-stopping set
             cut = len(x) - n_val
             for k, a in (("x", x), ("f", f), ("y", y)):
@@ -239,14 +246,27 @@ class DailyLSTM(Forecaster):
                 frames.append(self._frame(sid, o, (np.asarray(q, dtype="float64") + last) * scale))
         return self._concat(frames)
 
-    # registry support ------------------------------------------------------------
-    def save(self, path: str) -> None:
-        """Save the Keras model as ``.keras`` (no pickle)."""
-        if self.model is not None:
-            self.model.save(path)
+    # persistence (Forecaster.save / load): .keras (safe mode) + JSON state ---------------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.trained) if self.model is not None else []
 
-    def load(self, path: str) -> None:
-        """Load a ``.keras`` file written by :meth:`save` (safe mode, known custom objects only)."""
-        _, keras = _tf()
-        _monotone_layer()
-        self.model = keras.saving.load_model(path, custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
+    def _state(self, series: list[str]) -> dict:
+        return {"scale": self.scale, "tz": self.tz, "trained": sorted(self.trained),
+                "has_model": self.model is not None, "units": self.units}
+
+    def _write_files(self, directory, series) -> None:
+        if self.model is not None:
+            self.model.save(str(directory / "model.keras"))
+
+    def _restore(self, state: dict, directory) -> None:
+        """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
+        Nothing changes on this forecaster unless everything loads."""
+        scale = {k: float(v) for k, v in state["scale"].items()}
+        tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
+        model = None
+        if state["has_model"]:
+            _, keras = _tf()
+            _monotone_layer()
+            model = keras.saving.load_model(str(directory / "model.keras"),
+                                            custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
+        self.scale, self.tz, self.trained, self.units, self.model = scale, tz, trained, units, model

@@ -33,7 +33,6 @@ backtest of a month of 5-minute data within seconds per series).
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
@@ -79,6 +78,7 @@ class HourlyETS(Forecaster):
     horizon = 12
     min_history = 36  # 3 hours
     refit_every = "7D"  # backtests: parameters re-estimated weekly, state updated at every origin
+    arch = "ets-stepwise-aicc"
 
     def __init__(self, seed: int = 0, fit_window: int = 864, **options):
         super().__init__(seed=seed, **options)
@@ -87,6 +87,7 @@ class HourlyETS(Forecaster):
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "HourlyETS":
         """Select and fit one ETS model per series on its last ``fit_window`` points."""
+        self._note_range(history)
         for sid in history["series_id"].unique():
             s = series_values(history, sid).iloc[-self.fit_window:]
             y = s.ffill().bfill().to_numpy()
@@ -186,15 +187,14 @@ class HourlyETS(Forecaster):
             return None, "gave non-finite quantiles"
         return out, ""
 
-    # registry support --------------------------------------------------------
-    def to_json(self) -> str:
-        """Parameters as JSON (the model registry's safe format)."""
-        return json.dumps({sid: {**m, "start": m["start"].isoformat()} for sid, m in self.models.items()})
+    # persistence (Forecaster.save / load): parameters as JSON --------------------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.models)
 
-    @classmethod
-    def from_json(cls, text: str, **kwargs) -> "HourlyETS":
-        obj = cls(**kwargs)
-        for sid, m in json.loads(text).items():
-            m["start"] = pd.Timestamp(m["start"])
-            obj.models[sid] = m
-        return obj
+    def _state(self, series: list[str]) -> dict:
+        return {sid: {**self.models[sid], "start": self.models[sid]["start"].isoformat()} for sid in series}
+
+    def _restore(self, state: dict, directory) -> None:
+        for sid, m in state.items():
+            self.models[sid] = {"spec": dict(m["spec"]), "params": [float(v) for v in m["params"]],
+                                "start": pd.Timestamp(m["start"]), "aicc": float(m["aicc"])}

@@ -58,6 +58,7 @@ class WeeklyProphet(Forecaster):
     horizon = 168
     min_history = 72  # 3 days of hours
     refit_every = "7D"
+    arch = "prophet-local-ds"
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
                  calendar: bool = True, **options):
@@ -90,6 +91,7 @@ class WeeklyProphet(Forecaster):
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "WeeklyProphet":
         """Fit one Prophet model per series; failures fall back with a stated reason."""
+        self._note_range(history)
         np.random.seed(self.seed)
         for sid in history["series_id"].unique():
             s = series_values(history, sid).dropna()
@@ -148,19 +150,21 @@ class WeeklyProphet(Forecaster):
                 frames.append(self._frame(sid, o, q[k:k + self.horizon]))
         return self._concat(frames)
 
-    # registry support -------------------------------------------------------
-    def to_json(self, sid: str) -> str:
-        """One series' model in ``prophet.serialize`` JSON (no pickle)."""
+    # persistence (Forecaster.save / load): prophet.serialize JSON, no pickle ----------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.models)
+
+    def _state(self, series: list[str]) -> dict:
         from prophet.serialize import model_to_json
 
-        return model_to_json(self.models[sid])
+        return {sid: {"model": model_to_json(self.models[sid]), "timezone": self.tz.get(sid, "UTC")} for sid in series}
 
-    def load_json(self, sid: str, text: str, timezone: str = "UTC") -> None:
-        """Load a model written by :meth:`to_json`."""
+    def _restore(self, state: dict, directory) -> None:
         from prophet.serialize import model_from_json
 
-        self.models[sid] = model_from_json(text)
-        self.tz[sid] = timezone
+        for sid, doc in state.items():
+            self.models[sid] = model_from_json(doc["model"])
+            self.tz[sid] = doc["timezone"]
 
 
 @register("prophet")
