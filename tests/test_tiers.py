@@ -193,3 +193,22 @@ def test_save_load_round_trip(tier, tmp_path):
     (tmp_path / "v1" / "forecaster.json").write_text("{not json")
     with pytest.raises(ModelFileError, match="no readable"):
         make(tier, **opts).load(tmp_path / "v1")
+
+
+@pytest.mark.parametrize("tier", ["daily", "weekly"])
+def test_fit_final_reuses_fresh_models_and_refits_broken_ones(tier, tmp_path):
+    from forecasting.registry import ModelRegistry
+    from forecasting.reuse import fit_final
+
+    h = _hourly_data()
+    opts = LSTM_OPTS if tier == "daily" else {"uncertainty_samples": 40}
+    reg = ModelRegistry(tmp_path / "models")
+    m1, log1 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
+    assert log1["fitted"] == ["p"] and log1["reused"] == []
+    m2, log2 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
+    assert log2["reused"] == ["p"] and log2["fitted"] == [] and log2["versions"] == log1["versions"]
+    assert np.allclose(m1.predict(h)[list(QCOLS)].to_numpy(), m2.predict(h)[list(QCOLS)].to_numpy(), rtol=1e-6)
+    for f in (tmp_path / "models" / tier).rglob("forecaster.json"):
+        f.write_text("{broken")
+    _, log3 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
+    assert log3["fitted"] == ["p"] and any("could not be loaded" in w for w in reg.warnings)
