@@ -34,15 +34,18 @@ META = {"p": SeriesMeta(timezone="Asia/Shanghai")}
 
 
 # -- hourly (ETS) -------------------------------------------------------------------------------
-def test_multiplicative_ets_uses_its_own_simulated_intervals():
+def test_hourly_ets_uses_its_own_simulated_bands():
+    """The input that made the old level model pick a multiplicative ETS whose interval
+    simulation raised and silently became naive: now the tier's own seeded simulation
+    gives the bands, with no fallback, reproducibly."""
     h = mult_pool()
     m = make("hourly", seed=3).fit(h, META)
-    assert m.models["p"]["spec"]["error"] == "mul"
     f = m.predict(h)
     assert m.fallbacks == {}
     naive = naive_quantiles(h["value"].to_numpy(), 12)
     assert not np.allclose(f[list(QCOLS)].to_numpy(), naive)
-    assert np.array_equal(f[list(QCOLS)].to_numpy(), make("hourly", seed=3).fit(h, META).predict(h)[list(QCOLS)].to_numpy())
+    again = make("hourly", seed=3).fit(h, META).predict(h)
+    assert np.array_equal(f[list(QCOLS)].to_numpy(), again[list(QCOLS)].to_numpy())
 
 
 def test_hourly_fallback_short_history():
@@ -58,13 +61,13 @@ def test_hourly_fallback_constant_history():
     assert np.allclose(f[list(QCOLS)].to_numpy(), 16.0)
 
 
-def test_hourly_fallback_multiplicative_model_meets_zero():
+def test_hourly_fallback_non_finite_prediction():
     h = mult_pool()
     m = make("hourly").fit(h, META)
-    later = pd.concat([h, frame([0.0], start=h["timestamp"].iloc[-1] + pd.Timedelta("5min"))], ignore_index=True)
+    later = pd.concat([h, frame([np.inf], start=h["timestamp"].iloc[-1] + pd.Timedelta("5min"))], ignore_index=True)
     f = m.predict(later)
-    assert "value <= 0" in m.fallbacks["p"]
-    assert np.allclose(f["p50"], 0.0)
+    assert "non-finite" in m.fallbacks["p"]
+    assert len(f) == 12
 
 
 def test_hourly_fallback_no_candidate(monkeypatch):
