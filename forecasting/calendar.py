@@ -168,8 +168,14 @@ def china_days(years: range | list[int]) -> tuple[set[dt.date], set[dt.date]]:
     return {d for d in days if d.year in ys}, {d for d in makeup if d.year in ys}
 
 
+#: Columns of :func:`calendar_features`, in order.
+FEATURES = ("hour_sin", "hour_cos", "hour_of_week_sin", "hour_of_week_cos", "holiday", "makeup_workday",
+            "day_off", "days_to_holiday")
+HOLIDAY_HORIZON_DAYS = 30  # days_to_holiday saturates here
+
+
 def calendar_features(ts: pd.DatetimeIndex, timezone: str = "Asia/Shanghai") -> np.ndarray:
-    """Calendar features for the LSTM, one row per timestamp.
+    """Calendar features for the LSTM, one row per timestamp (local time of the series).
 
     Parameters
     ----------
@@ -178,25 +184,40 @@ def calendar_features(ts: pd.DatetimeIndex, timezone: str = "Asia/Shanghai") -> 
 
     Returns
     -------
-    float32 array of shape ``(len(ts), 6)``: sin/cos of hour of day, sin/cos of
-    day of week, China public-holiday flag, make-up workday flag.
+    float32 array of shape ``(len(ts), len(FEATURES))``: sin/cos of hour of day,
+    sin/cos of hour of week, China public-holiday flag, make-up workday flag,
+    day-off flag (a holiday, or a weekend day that is not a make-up workday), and
+    days to the next holiday (0 on a holiday) divided by
+    :data:`HOLIDAY_HORIZON_DAYS`, capped at 1.
     """
     local = ts.tz_convert(timezone)
     hour = local.hour.to_numpy() + local.minute.to_numpy() / 60.0
     dow = local.dayofweek.to_numpy()
+    how = dow * 24 + hour
     years = sorted(set(local.year.tolist())) or [2020]
-    off, makeup = china_days(years)
+    off, makeup = china_days(years + [years[-1] + 1])
     dates = local.date
     hol = np.fromiter((d in off for d in dates), dtype=bool, count=len(dates))
     mk = np.fromiter((d in makeup for d in dates), dtype=bool, count=len(dates))
+    day_off = hol | ((dow >= 5) & ~mk)
+    days = np.asarray(dates, dtype="datetime64[D]")
+    offs = np.array(sorted(off), dtype="datetime64[D]")
+    if len(offs):
+        k = np.searchsorted(offs, days, side="left")
+        nxt = offs[np.minimum(k, len(offs) - 1)]
+        dist = np.where(k < len(offs), (nxt - days).astype("timedelta64[D]").astype(float), HOLIDAY_HORIZON_DAYS)
+    else:
+        dist = np.full(len(days), float(HOLIDAY_HORIZON_DAYS))
     return np.column_stack(
         [
             np.sin(2 * np.pi * hour / 24),
             np.cos(2 * np.pi * hour / 24),
-            np.sin(2 * np.pi * dow / 7),
-            np.cos(2 * np.pi * dow / 7),
+            np.sin(2 * np.pi * how / 168),
+            np.cos(2 * np.pi * how / 168),
             hol.astype(float),
             mk.astype(float),
+            day_off.astype(float),
+            np.minimum(dist, HOLIDAY_HORIZON_DAYS) / HOLIDAY_HORIZON_DAYS,
         ]
     ).astype("float32")
 
