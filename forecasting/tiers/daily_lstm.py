@@ -19,9 +19,10 @@ multi-horizon quantile outputs):
   from the last value (same scale), trained with the pinball loss. Quantiles
   cannot cross: the head emits p50 and three non-negative increments (softplus);
 * shrinkage toward naive (:func:`lead_shrinkage`): per lead, the median change
-  is multiplied by the slope of realised on predicted changes over the held-out
-  windows, clipped to [0, 1] (the bands keep their width around it), so a
-  network without skill at a lead forecasts the last value there;
+  is corrected by the regression of realised on predicted changes over the
+  held-out windows, slope clipped to [0, 1] (the bands keep their width around
+  it), so a network without skill at a lead forecasts the last value (plus the
+  median change from it) there;
 * early stopping and the shrinkage on the time-ordered last 15 % of windows;
 * deterministic on CPU for a fixed seed: ``keras.utils.set_random_seed`` and
   ``tf.config.experimental.enable_op_determinism``;
@@ -76,17 +77,22 @@ def pinball_loss(y_true, y_pred):
 
 
 def lead_shrinkage(pred: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    """Per lead, how much of the predicted median change to keep, in [0, 1].
+    """Per lead, the correction ``(a, b)`` of the predicted median change: ``a + b * pred``.
 
     ``pred``, ``actual``: ``(windows, 24)`` predicted and realised changes from the
-    last value (window-scaled) on held-out windows. The least-squares slope through
-    the origin of realised on predicted (Mincer & Zarnowitz 1969), clipped to
-    [0, 1]: 0 where the network's changes carry no information beyond the last
-    value (the forecast is then naive), 1 where they are worth their full size.
+    last value (window-scaled) on held-out windows. The Mincer–Zarnowitz regression
+    (Mincer & Zarnowitz 1969) of realised on predicted, with ``b`` clipped to [0, 1]
+    and ``a`` the median residual at that ``b``: ``b`` = 0 where the network's changes
+    carry no information (the forecast is then the last value plus the mean change
+    from it, e.g. from an hour's maximum to the next hours), 1 where they are worth
+    their full size. Returns a ``(24, 2)`` array of ``(a, b)``.
     """
-    den = (pred * pred).sum(axis=0)
-    num = (pred * actual).sum(axis=0)
-    return np.clip(np.divide(num, den, out=np.zeros_like(num, dtype="float64"), where=den > 0), 0.0, 1.0)
+    pm, am = pred.mean(axis=0), actual.mean(axis=0)
+    pc, ac = pred - pm, actual - am
+    den = (pc * pc).sum(axis=0)
+    b = np.clip(np.divide((pc * ac).sum(axis=0), den, out=np.zeros_like(den, dtype="float64"), where=den > 0), 0, 1)
+    a = np.median(actual - b * pred, axis=0)  # the median: MASE and the p50's pinball loss are absolute errors
+    return np.column_stack([a, b])
 
 
 _LAYER = None
@@ -150,7 +156,7 @@ class DailyLSTM(Forecaster):
         super().__init__(seed=seed, **options)
         self.epochs, self.units, self.batch_size = epochs, units, batch_size
         self.max_windows, self.patience = max_windows, patience
-        self.shrink = np.ones(HORIZON)  # per lead: how much of the network's median change to keep
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])  # per lead (a, b): a + b * median change
         self.tz: dict[str, str] = {}
         self.model = None
         self.trained: list[str] = []  # series with training windows
@@ -232,7 +238,7 @@ class DailyLSTM(Forecaster):
         hist = self.model.fit([x, f], y, validation_data=val, epochs=self.epochs, batch_size=self.batch_size,
                               shuffle=True, verbose=0, callbacks=[cb] if val else [])
         self.history_loss = [float(v) for v in hist.history.get("val_loss", [])]
-        self.shrink = np.ones(HORIZON)
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])
         if len(vx):
             p50 = self.model.predict([vx, vf], batch_size=512, verbose=0)[:, :, 0]
             self.shrink = lead_shrinkage(p50, vy)
@@ -286,7 +292,7 @@ class DailyLSTM(Forecaster):
             shrink = np.asarray(self.shrink, dtype="float64")
             for (sid, o, last, sc), q in zip(meta_rows, pred):
                 q = np.asarray(q, dtype="float64")
-                q = q - q[:, :1] + (shrink * q[:, 0])[:, None]  # shrunk median, bands kept around it
+                q = q - q[:, :1] + (shrink[:, 0] + shrink[:, 1] * q[:, 0])[:, None]  # corrected median, same bands
                 frames.append(self._frame(sid, o, last + q * sc))
         return self._concat(frames)
 
@@ -295,7 +301,7 @@ class DailyLSTM(Forecaster):
         return sorted(self.trained) if self.model is not None else []
 
     def _state(self, series: list[str]) -> dict:
-        return {"shrink": [float(v) for v in self.shrink], "tz": self.tz, "trained": sorted(self.trained),
+        return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
                 "has_model": self.model is not None, "units": self.units}
 
     def _write_files(self, directory, series) -> None:
@@ -305,9 +311,9 @@ class DailyLSTM(Forecaster):
     def _restore(self, state: dict, directory) -> None:
         """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
         Nothing changes on this forecaster unless everything loads."""
-        shrink = np.asarray([float(v) for v in state["shrink"]])
-        if shrink.shape != (HORIZON,):
-            raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON},)")
+        shrink = np.asarray(state["shrink"], dtype="float64")
+        if shrink.shape != (HORIZON, 2):
+            raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
         tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
         model = None
         if state["has_model"]:
