@@ -215,3 +215,18 @@ def test_fit_final_reuses_fresh_models_and_refits_broken_ones(tier, tmp_path):
         f.write_text("{broken")
     _, log3 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
     assert log3["fitted"] == ["p"] and any("could not be loaded" in w for w in reg.warnings)
+
+
+def test_shrinkage_toward_naive_keeps_only_informative_changes():
+    from forecasting.tiers.daily_lstm import lead_shrinkage
+    from forecasting.tiers.hourly_ets import change_shrinkage
+
+    rng = np.random.default_rng(0)
+    actual = rng.normal(0, 1, (400, 24))
+    ab = lead_shrinkage(actual.copy(), actual)  # perfect predictions are kept whole
+    assert np.allclose(ab[:, 1], 1.0) and np.allclose(ab[:, 0], 0.0)
+    noise = rng.normal(0, 1, (400, 24))  # predictions unrelated to what happened: mostly dropped
+    assert lead_shrinkage(noise, actual)[:, 1].mean() < 0.15
+    assert lead_shrinkage(-actual, actual)[:, 1].max() == 0.0  # wrong-way predictions: none kept
+    z = rng.normal(0, 1, 500)
+    assert change_shrinkage(z, z) == 1.0 and change_shrinkage(z, -z) == 0.0 and change_shrinkage(z, 0 * z) == 0.0
