@@ -18,13 +18,11 @@ multi-horizon quantile outputs):
 * outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' change
   from the last value (same scale), trained with the pinball loss. Quantiles
   cannot cross: the head emits p50 and three non-negative increments (softplus);
-* shrinkage toward naive (:func:`lead_shrinkage`): per series (pooled over
-  leads; per lead across series for a series with fewer than ``MIN_SERIES_VAL``
-  held-out windows), the median change is corrected by the regression of
-  realised on predicted changes over the held-out windows, slope clipped to [0, 1] (the bands keep their width around
+* shrinkage toward naive (:func:`lead_shrinkage`): per lead, the median change
+  is corrected by the regression of realised on predicted changes over the
+  held-out windows, slope clipped to [0, 1] (the bands keep their width around
   it), so a network without skill at a lead forecasts the last value (plus the
-  median change from it) there; the median is then kept inside the input
-  week's range;
+  median change from it) there;
 * early stopping and the shrinkage on the time-ordered last 15 % of windows;
 * deterministic on CPU for a fixed seed: ``keras.utils.set_random_seed`` and
   ``tf.config.experimental.enable_op_determinism``;
@@ -54,7 +52,6 @@ ARCH = "lstm-day-steps-cal8-shrunk"  # recorded with saved models; a model of an
 LOOKBACK = 168
 HORIZON = 24
 N_CAL = len(FEATURES)
-MIN_SERIES_VAL = 10  # held-out windows a series needs for its own shrinkage
 TARGET_CLIP = 50.0  # window-scaled changes beyond this are clipped in training (a few outliers)
 
 
@@ -79,25 +76,22 @@ def pinball_loss(y_true, y_pred):
     return tf.reduce_mean(tf.maximum(q * e, (q - 1.0) * e))
 
 
-def lead_shrinkage(pred: np.ndarray, actual: np.ndarray, pooled: bool = False) -> np.ndarray:
+def lead_shrinkage(pred: np.ndarray, actual: np.ndarray) -> np.ndarray:
     """Per lead, the correction ``(a, b)`` of the predicted median change: ``a + b * pred``.
 
     ``pred``, ``actual``: ``(windows, 24)`` predicted and realised changes from the
     last value (window-scaled) on held-out windows. The Mincer–Zarnowitz regression
     (Mincer & Zarnowitz 1969) of realised on predicted, with ``b`` clipped to [0, 1]
-    (one ``b`` for all leads with ``pooled``, else one per lead) and ``a`` the median
-    residual at that ``b`` per lead (MASE and the p50's pinball loss are absolute
-    errors): ``b`` = 0 where the network's changes carry no information (the forecast
-    is then the last value plus the median change from it), 1 where they are worth
+    and ``a`` the median residual at that ``b``: ``b`` = 0 where the network's changes
+    carry no information (the forecast is then the last value plus the mean change
+    from it, e.g. from an hour's maximum to the next hours), 1 where they are worth
     their full size. Returns a ``(24, 2)`` array of ``(a, b)``.
     """
-    axis = None if pooled else 0
-    pc, ac = pred - pred.mean(axis=axis), actual - actual.mean(axis=axis)
-    den = np.asarray((pc * pc).sum(axis=axis), dtype="float64")
-    num = np.asarray((pc * ac).sum(axis=axis), dtype="float64")
-    b = np.clip(np.divide(num, den, out=np.zeros_like(den), where=den > 0), 0.0, 1.0)
-    b = np.broadcast_to(b, (pred.shape[1],)).copy()
-    a = np.median(actual - b * pred, axis=0)
+    pm, am = pred.mean(axis=0), actual.mean(axis=0)
+    pc, ac = pred - pm, actual - am
+    den = (pc * pc).sum(axis=0)
+    b = np.clip(np.divide((pc * ac).sum(axis=0), den, out=np.zeros_like(den, dtype="float64"), where=den > 0), 0, 1)
+    a = np.median(actual - b * pred, axis=0)  # the median: MASE and the p50's pinball loss are absolute errors
     return np.column_stack([a, b])
 
 
@@ -162,8 +156,7 @@ class DailyLSTM(Forecaster):
         super().__init__(seed=seed, **options)
         self.epochs, self.units, self.batch_size = epochs, units, batch_size
         self.max_windows, self.patience = max_windows, patience
-        #: series_id (or ``_all``, for series without held-out windows) -> per lead (a, b): a + b * median change
-        self.shrink: dict[str, np.ndarray] = {}
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])  # per lead (a, b): a + b * median change
         self.tz: dict[str, str] = {}
         self.model = None
         self.trained: list[str] = []  # series with training windows
@@ -213,7 +206,6 @@ class DailyLSTM(Forecaster):
         parts = {"x": [], "f": [], "y": [], "vx": [], "vf": [], "vy": []}
         self._note_range(history)
         self.trained = []
-        val_sids: list[str] = []
         for sid in history["series_id"].unique():
             s = series_values(history, sid)
             self.tz[sid] = meta.get(sid, SeriesMeta()).timezone
@@ -231,7 +223,6 @@ class DailyLSTM(Forecaster):
             for k, a in (("x", x), ("f", f), ("y", y)):
                 parts[k].append(a[:cut])
                 parts["v" + k].append(a[cut:])
-            val_sids += [sid] * n_val
         n_train = sum(len(a) for a in parts["x"])
         if n_train < 16:
             self.model, self.trained = None, []
@@ -247,15 +238,10 @@ class DailyLSTM(Forecaster):
         hist = self.model.fit([x, f], y, validation_data=val, epochs=self.epochs, batch_size=self.batch_size,
                               shuffle=True, verbose=0, callbacks=[cb] if val else [])
         self.history_loss = [float(v) for v in hist.history.get("val_loss", [])]
-        self.shrink = {"_all": np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])}
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])
         if len(vx):
-            p50 = np.asarray(self.model([vx, vf], training=False))[:, :, 0]
-            self.shrink["_all"] = lead_shrinkage(p50, vy)
-            vs = np.asarray(val_sids)
-            for sid in set(val_sids):
-                k = vs == sid
-                if k.sum() >= MIN_SERIES_VAL:  # the series' own evidence, one slope for its leads
-                    self.shrink[sid] = lead_shrinkage(p50[k], vy[k], pooled=True)
+            p50 = self.model.predict([vx, vf], batch_size=512, verbose=0)[:, :, 0]
+            self.shrink = lead_shrinkage(p50, vy)
         return self
 
     def predict(self, history, origins=None):
@@ -264,9 +250,9 @@ class DailyLSTM(Forecaster):
         origin. Origins without a model, without 168 hours of context, or with a
         constant last week get a stated naive or seasonal-naive fallback."""
         frames, batch_x, batch_f, keys = [], [], [], []
-        week_range: dict[tuple, tuple[float, float]] = {}
         for sid, ors in self._origins(history, origins).items():
             s = series_values(history, sid)
+            tz = self.tz.get(sid, "UTC")
             raw = s.to_numpy(dtype="float64")
             present = s.notna().to_numpy()
             for o in ors:
@@ -291,7 +277,6 @@ class DailyLSTM(Forecaster):
                     frames.append(self._frame(sid, o, naive_quantiles(ctx.to_numpy(), HORIZON, season=24)))
                     continue
                 keys.append((sid, o, e))
-                week_range[(sid, o)] = (float(np.nanmin(week)), float(np.nanmax(week)))
         by_sid: dict[str, list] = {}
         for sid, o, e in keys:
             by_sid.setdefault(sid, []).append((o, e))
@@ -304,16 +289,11 @@ class DailyLSTM(Forecaster):
             meta_rows += [(sid, o, la, c) for (o, _), la, c in zip(items, last, sc)]
         if meta_rows:
             pred = self.model.predict([np.concatenate(batch_x), np.concatenate(batch_f)], batch_size=512, verbose=0)
+            shrink = np.asarray(self.shrink, dtype="float64")
             for (sid, o, last, sc), q in zip(meta_rows, pred):
-                shrink = self.shrink.get(sid, self.shrink["_all"])
                 q = np.asarray(q, dtype="float64")
                 q = q - q[:, :1] + (shrink[:, 0] + shrink[:, 1] * q[:, 0])[:, None]  # corrected median, same bands
-                q = last + q * sc
-                # the median stays inside the range of the input week (step-shaped demand rarely
-                # leaves it within a day); the bands move with it
-                lo, hi = week_range[(sid, o)]
-                q += (np.clip(q[:, 0], lo, hi) - q[:, 0])[:, None]
-                frames.append(self._frame(sid, o, q))
+                frames.append(self._frame(sid, o, last + q * sc))
         return self._concat(frames)
 
     # persistence (Forecaster.save / load): .keras (safe mode) + JSON state ---------------
@@ -321,7 +301,7 @@ class DailyLSTM(Forecaster):
         return sorted(self.trained) if self.model is not None else []
 
     def _state(self, series: list[str]) -> dict:
-        return {"shrink": {k: np.asarray(v, dtype="float64").tolist() for k, v in self.shrink.items()}, "tz": self.tz, "trained": sorted(self.trained),
+        return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
                 "has_model": self.model is not None, "units": self.units}
 
     def _write_files(self, directory, series) -> None:
@@ -331,9 +311,9 @@ class DailyLSTM(Forecaster):
     def _restore(self, state: dict, directory) -> None:
         """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
         Nothing changes on this forecaster unless everything loads."""
-        shrink = {k: np.asarray(v, dtype="float64") for k, v in state["shrink"].items()}
-        if "_all" not in shrink or any(v.shape != (HORIZON, 2) for v in shrink.values()):
-            raise ValueError(f"shrink must map series to ({HORIZON}, 2) arrays, with '_all'")
+        shrink = np.asarray(state["shrink"], dtype="float64")
+        if shrink.shape != (HORIZON, 2):
+            raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
         tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
         model = None
         if state["has_model"]:
