@@ -38,7 +38,14 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade "pip>=24" >&2
+# what this mode installs, said as it is (core never installs Airflow)
+setup_message() {
+  case "$1" in
+    test) echo "setup: installing capplan[test,airflow] (the first run downloads TensorFlow, Prophet and Airflow: a few minutes)" ;;
+    *) echo "setup: installing capplan (the first run downloads TensorFlow and Prophet: a few minutes)" ;;
+  esac
+}
 extras=""
 [ "$MODE" = "test" ] && extras="[test,airflow]"
-echo "setup: installing capplan${extras} (first run downloads TensorFlow, Prophet, Airflow: a few minutes)" >&2
+setup_message "$MODE" >&2
 .venv/bin/python -m pip install -q -c requirements.lock -c airflow_dags/requirements-airflow.lock -e ".${extras}" >&2

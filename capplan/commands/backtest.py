@@ -8,8 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan import jsonout
-from capplan.commands.plan import Format
+from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
 from capplan.config import load_config
 from capplan.console import StageProgress, out
 from forecasting.backtest import summarise
@@ -34,7 +33,13 @@ def backtest_document(scores: dict) -> dict:
     return doc
 
 
-def render(doc: dict) -> Table:
+def csv_rows(doc: dict) -> list[dict]:
+    """One row per series, horizon and model."""
+    return [{"series_id": sid, "horizon": h, "model": m, **v}
+            for sid, s in doc["series"].items() for h, row in s["horizons"].items() for m, v in row.items()]
+
+
+def render_table(doc: dict) -> Table:
     t = Table(title="capplan backtest — evaluation window, rolling origins (lower MASE/pinball is better)")
     for c in ("series", "horizon", "model", "MASE", "sMAPE %", "pinball", "coverage_p95", "idle_p95", "n"):
         t.add_column(c, justify="left" if c in ("series", "horizon", "model") else "right")
@@ -54,9 +59,12 @@ def register(app: typer.Typer) -> None:
     def backtest(
         source: str = typer.Option("sample", "--source", help="sample, csv:PATH, parquet:PATH or store."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml (store, tier options)."),
-        series: Optional[list[str]] = typer.Option(None, "--series", help="Only this series id (repeatable)."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
+                                                   show_default="all"),
         seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling."),
-        fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
+        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace("series and policy",
+                                                                                      "series, horizon and model")),
+        output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
@@ -69,25 +77,26 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
-        progress = StageProgress(enabled=not quiet)
-        loaded = pipeline.load_stage(source, cfg, series, timezone)
-        prep = pipeline.regularise_stage(loaded, cfg)
-        fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",))
-        doc = backtest_document(pipeline.backtest_stage(prep, fc))
+        with StageProgress(enabled=not quiet) as progress:
+            loaded = pipeline.load_stage(source, cfg, split_ids(series), timezone)
+            prep = pipeline.regularise_stage(loaded, cfg)
+            fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",))
+            doc = backtest_document(pipeline.backtest_stage(prep, fc))
         for sid in doc["series"]:
             doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
             doc["series"][sid]["fallbacks"] = prep.notes.get(sid, []) + fc.fallbacks.get(sid, [])
-        if fmt is Format.json:
-            typer.echo(jsonout.dumps(doc))
-        else:
-            out.print(render(doc))
+
+        def table(console) -> None:
+            console.print(render_table(doc))
             empty = [sid for sid, v in doc["series"].items() if not v["horizons"]]
             if empty:
-                out.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
-                          "(see each series' evaluation_window in --format json)")
+                console.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
+                              "(see each series' evaluation_window in --format json)")
             for h, sm in doc["summary"].items():
                 rel = ", ".join(f"{m} {r:.2f}" for m, r in sm["geomean_relative_mase"].items())
-                out.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; "
-                          f"geometric mean of MASE(combined)/MASE(model): {rel}; coverage_p95 in [0.93, 0.97] on "
-                          f"{sm['coverage_p95_in_093_097']}/{sm['series']} (median {sm['median_coverage_p95']:.3f}, "
-                          f"idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f})")
+                console.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; "
+                              f"geometric mean of MASE(combined)/MASE(model): {rel}; coverage_p95 in [0.93, 0.97] "
+                              f"on {sm['coverage_p95_in_093_097']}/{sm['series']} (median "
+                              f"{sm['median_coverage_p95']:.3f}, idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f})")
+
+        render(fmt, doc, lambda: csv_rows(doc), table, out, output)
