@@ -114,7 +114,8 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
     opts = cfg.forecast.tier_options().get(name, {})
     progress("forecast", f"rolling origins: {name}")
     f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts)
-    res = TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [m] for s, m in fb.items()}, dict(wr))
+    res = TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [f"backtest: {m}"] for s, m in fb.items()},
+                     dict(wr))
     if not final:
         return res
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
@@ -130,8 +131,13 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
         f = bt.expand_to_grid(f)
     f["issued_at"] = f["series_id"].map(last5)
     res.final = sanitise(f[f["timestamp"] > f["issued_at"]], upper_by_series(prep.h5))
+    # the report says which model made each plan forecast: a series the tier fell back on
+    # is listed under "fallback", never as fitted or reused
     for sid, msg in m.fallbacks.items():
-        res.fallbacks.setdefault(sid, [msg])
+        res.fallbacks.setdefault(sid, []).append(f"plan: {msg}")
+    if res.models:
+        res.models = {**res.models, "fallback": sorted(m.fallbacks),
+                      **{k: [s for s in res.models.get(k, []) if s not in m.fallbacks] for k in ("fitted", "reused")}}
     return res
 
 

@@ -6,84 +6,83 @@ are still saved, for the record); ``daily`` (the global LSTM) is reused for
 24 h and ``weekly`` (Prophet, per series) for 7 d, when the saved model covers
 the same series and no newer data than the registry's freshness rule allows
 (:meth:`forecasting.registry.ModelRegistry.load_fresh`). A saved model that
-cannot be loaded means a refit and a registry warning, never a crash.
-Imports nothing of ``capplan``.
+cannot be loaded (:class:`forecasting.tiers.base.ModelFileError`) means a refit
+and a registry warning, never a crash.
+
+Nothing here knows a tier by name: a tier says whether it is one model per
+series or one global model (``Forecaster.per_series``) and saves and loads
+itself (``Forecaster.save`` / ``Forecaster.load``). Imports nothing of ``capplan``.
 """
 
 from __future__ import annotations
 
-import json
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from forecasting.registry import ModelRegistry
-from forecasting.tiers import daily_lstm
+from forecasting.tiers.base import Forecaster, ModelFileError
 from forecasting.types import SeriesMeta
 
+GLOBAL_KEY = "_global"  # registry key of a global model (one for all series)
 
-def fit_final(name: str, m, data: pd.DataFrame, meta: dict[str, SeriesMeta], registry: ModelRegistry):
+
+def _save(registry: ModelRegistry, m: Forecaster, key: str, series: list[str], rng) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        m.save(tmp, series)
+        files = {p.name: p for p in Path(tmp).iterdir() if p.is_file()}
+        return registry.save(m.name, key, files, rng, series, scores=m.scores)
+
+
+def fit_final(name: str, m: Forecaster, data: pd.DataFrame, meta: dict[str, SeriesMeta], registry: ModelRegistry):
     """Fit a tier for the plan forecast, reusing registry models younger than the tier's
-    cadence (``daily`` 24 h, ``weekly`` 7 d); save what was fitted. Returns ``(model, log)``
-    with ``log = {"reused": [...], "fitted": [...], "versions": {...}}``."""
-    log = {"reused": [], "fitted": [], "versions": {}}
+    cadence; save what was fitted (:meth:`Forecaster.save`, safe formats only).
+
+    ``data``: history frame on the tier's grid. Returns ``(model, log)`` with
+    ``log = {"reused": [...], "fitted": [...], "versions": {...}}``: ``reused`` and
+    ``fitted`` list only series that have a model of the tier (a series the tier
+    could not model is in neither, and in ``m.fallbacks``).
+    """
+    log: dict = {"reused": [], "fitted": [], "versions": {}}
     sids = sorted(data["series_id"].unique())
     if not sids:
         return m, log
     ends = data.dropna(subset=["value"]).groupby("series_id")["timestamp"].agg(["min", "max"])
-    if name == "daily":
-        found = registry.load_fresh("daily", "_global", ends["max"].max(), sids)
+    if not m.per_series:
+        found = registry.load_fresh(name, GLOBAL_KEY, ends["max"].max(), sids)
         if found is not None:
-            d, meta_doc = found
             try:
-                m.load(str(d / "model.keras"))
-                st = json.loads((d / "state.json").read_text())
-                if (st.get("target"), st.get("arch")) != (daily_lstm.TARGET, daily_lstm.ARCH):
-                    raise ValueError(f"trained as {st.get('target')!r}/{st.get('arch')!r}, expected "
-                                     f"{daily_lstm.TARGET!r}/{daily_lstm.ARCH!r}")
-                m.scale, m.tz = st["scale"], st["tz"]
-                log["reused"], log["versions"]["_global"] = sids, meta_doc["version"]
+                m.load(found[0])
+                log["reused"], log["versions"][GLOBAL_KEY] = m.fitted_series(), found[1]["version"]
                 return m, log
-            except Exception as exc:  # a broken file means a refit, never a crash
-                registry.warnings.append(f"registry: daily model {d} could not be loaded ({exc}); refitted")
+            except ModelFileError as exc:  # a broken or outdated file means a refit, never a crash
+                registry.warnings.append(f"registry: {name} model could not be loaded ({exc}); refitted")
         m.fit(data, meta)
-        if m.model is not None:
-            import tempfile
-
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "model.keras"
-                m.save(str(path))
-                v = registry.save("daily", "_global", {"model.keras": path, "state.json": json.dumps(
-                    {"scale": m.scale, "tz": m.tz, "target": daily_lstm.TARGET, "arch": daily_lstm.ARCH}).encode()}, (ends["min"].min(), ends["max"].max()), sids)
-            log["versions"]["_global"] = v
-        log["fitted"] = sids
+        if m.fitted_series():
+            log["versions"][GLOBAL_KEY] = _save(registry, m, GLOBAL_KEY, sids,
+                                                (ends["min"].min(), ends["max"].max()))
+        log["fitted"] = m.fitted_series()
         return m, log
-    if name == "weekly":
-        todo = []
-        for sid in sids:
-            found = registry.load_fresh("weekly", sid, ends.loc[sid, "max"] if sid in ends.index else pd.Timestamp.max)
-            if found is not None:
-                try:
-                    m.load_json(sid, (found[0] / "model.json").read_text(), meta.get(sid, SeriesMeta()).timezone)
+    todo = []
+    for sid in sids:
+        found = registry.load_fresh(name, sid, ends.loc[sid, "max"] if sid in ends.index else pd.Timestamp.max)
+        if found is not None:
+            try:
+                m.load(found[0])
+                if sid in m.fitted_series():
                     log["reused"].append(sid)
                     log["versions"][sid] = found[1]["version"]
                     continue
-                except Exception as exc:
-                    registry.warnings.append(f"registry: weekly model {found[0]} could not be loaded ({exc}); refitted")
-            todo.append(sid)
-        if todo:
-            m.fit(data[data["series_id"].isin(todo)], meta)
-            for sid in todo:
-                if sid in m.models and sid in ends.index:
-                    log["versions"][sid] = registry.save("weekly", sid, {"model.json": m.to_json(sid).encode()},
-                                                         (ends.loc[sid, "min"], ends.loc[sid, "max"]), [sid])
-        log["fitted"] = todo
-        return m, log
-    m.fit(data, meta)
-    if name == "hourly":
-        for sid, mod in getattr(m, "models", {}).items():
-            doc = json.dumps({**mod, "start": mod["start"].isoformat()}).encode()
-            log["versions"][sid] = registry.save("hourly", sid, {"model.json": doc},
-                                                 (ends.loc[sid, "min"], ends.loc[sid, "max"]), [sid])
-    log["fitted"] = sids
+            except ModelFileError as exc:
+                registry.warnings.append(f"registry: {name} model {found[0]} could not be loaded ({exc}); refitted")
+        todo.append(sid)
+    if todo:
+        m.fit(data[data["series_id"].isin(todo)], meta)
+        fitted = set(m.fitted_series())
+        for sid in todo:
+            if sid in fitted and sid in ends.index:
+                log["versions"][sid] = _save(registry, m, sid, [sid], (ends.loc[sid, "min"], ends.loc[sid, "max"]))
+                log["fitted"].append(sid)
     return m, log
+

@@ -44,6 +44,7 @@ def _cases() -> dict[str, pd.DataFrame]:
     mk("flat_tail", v)
     mk("short", _base(5)[:200], ts[:200])  # 16 hours: too short for the daily and weekly tiers
     mk("all_zero", np.zeros(N))
+    mk("constant16", np.full(N, 16.0))  # a fixed pool of 16 GPUs for 10 days
     v = np.full(N, 10.0)
     v[N // 2] = 500.0  # a single spike
     mk("spike", v)
@@ -128,3 +129,25 @@ def test_single_spike_does_not_dominate(awkward):
     _, fc = awkward
     f = fc.final[fc.final["series_id"] == "spike"]
     assert f["p50"].median() < 30  # the level is 10; one 500-GPU spike is not the new normal
+
+
+def test_constant_pool_is_forecast_as_its_level_by_every_tier(awkward):
+    _, fc = awkward
+    for tier, f in fc.final_tiers.items():
+        g = f[f["series_id"] == "constant16"]
+        assert len(g) and np.allclose(g["p50"], 16.0), tier
+        assert g["p99"].max() <= 16.0 * 1.5, tier  # not the 3x cap
+
+
+def test_report_says_which_model_made_each_plan_forecast(awkward):
+    """A series is listed as fitted/reused by a tier exactly when the tier's plan forecast
+    for it did not fall back; every plan fallback is stated."""
+    prep, fc = awkward
+    for tier in ("hourly", "daily", "weekly"):
+        log = fc.models[tier]
+        modelled = set(log["fitted"]) | set(log["reused"])
+        for sid in prep.windows:
+            plan_fb = [m for m in fc.fallbacks.get(sid, []) if m.startswith(f"plan: {tier}:")]
+            assert (sid in modelled) != bool(plan_fb), (tier, sid, plan_fb)
+            assert (sid in log["fallback"]) == bool(plan_fb), (tier, sid)
+    assert any("constant" in m for m in fc.fallbacks["constant16"] if m.startswith("plan: daily:"))

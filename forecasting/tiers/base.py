@@ -15,8 +15,12 @@ Plug-ins register with :func:`register` and are built by name with
 
 from __future__ import annotations
 
+import json
+import os
+import zipfile
 from abc import ABC, abstractmethod
-from typing import Callable, ClassVar
+from pathlib import Path
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -24,6 +28,16 @@ import pandas as pd
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
 _REGISTRY: dict[str, Callable[..., "Forecaster"]] = {}
+
+#: Version of the ``forecaster.json`` layout written by :meth:`Forecaster.save`.
+SAVE_FORMAT = 1
+#: Libraries whose versions a saved model records (distribution names).
+SAVED_LIBS = ("statsmodels", "prophet", "keras", "tensorflow-cpu", "tensorflow", "pandas", "numpy")
+
+
+class ModelFileError(ValueError):
+    """A saved model that cannot be used: missing or unreadable files, another tier,
+    another architecture or target, another save format. Callers refit."""
 
 
 def register(name: str):
@@ -67,6 +81,10 @@ class Forecaster(ABC):
         before the fit origin; shorter series get a stated fallback.
     refit_every: refit cadence used by rolling-origin backtests
         (``None``: fit once, at the first origin).
+    per_series: one model per series (``True``: saved and reused per series)
+        or one global model for all (``False``: the daily LSTM).
+    arch: what a saved model was built as (architecture and target); a saved
+        model of another ``arch`` is refused by :meth:`load`.
     """
 
     name: ClassVar[str] = "base"
@@ -74,6 +92,8 @@ class Forecaster(ABC):
     horizon: ClassVar[int] = 12
     min_history: ClassVar[int] = 1
     refit_every: ClassVar[str | None] = None
+    per_series: ClassVar[bool] = True
+    arch: ClassVar[str] = ""
 
     def __init__(self, seed: int = 0, **options):
         self.seed = seed
@@ -82,7 +102,10 @@ class Forecaster(ABC):
         self.fallbacks: dict[str, str] = {}
         #: library warnings and notes captured during fit, per series (statsmodels style: data, not noise)
         self.warnings: dict[str, list[str]] = {}
-        self.fitted_range: tuple[pd.Timestamp, pd.Timestamp] | None = None
+        #: series_id -> (first, last) timestamp of the data the model was fitted on
+        self.data_range: dict[str, tuple[pd.Timestamp, pd.Timestamp]] = {}
+        #: backtest scores to record with a saved model (set by the caller; JSON-able)
+        self.scores: dict[str, Any] = {}
 
     @abstractmethod
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "Forecaster":
@@ -103,6 +126,78 @@ class Forecaster(ABC):
         -------
         A forecast frame (:data:`forecasting.types.FORECAST_COLUMNS`).
         """
+
+    # persistence ----------------------------------------------------------------
+    def fitted_series(self) -> list[str]:
+        """Series that have a fitted model of this tier (not a fallback). Benchmarks: none."""
+        return []
+
+    def _state(self, series: list[str]) -> dict:
+        """JSON-able state of the fitted models of ``series`` (subclasses)."""
+        return {}
+
+    def _write_files(self, directory: Path, series: list[str]) -> None:
+        """Extra model files beside ``forecaster.json`` (e.g. ``model.keras``)."""
+
+    def _restore(self, state: dict, directory: Path) -> None:
+        """Inverse of :meth:`_state` / :meth:`_write_files` (subclasses)."""
+
+    def save(self, directory: str | os.PathLike, series: list[str] | None = None) -> Path:
+        """Write the fitted model(s) to ``directory`` in safe formats only (JSON, ``.keras``;
+        never pickle): ``forecaster.json`` holds the tier, ``arch``, save format, the
+        series, each series' data range (ISO timestamps, UTC), library versions, the
+        backtest ``scores`` and the tier's state; a global model adds its own files.
+
+        ``series``: the series to save (default: every fitted one; a global model
+        always saves itself whole). Returns the path of ``forecaster.json``.
+        """
+        from forecasting.registry import library_versions
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        sids = sorted(self.fitted_series() if series is None or not self.per_series else
+                      [s for s in series if s in self.fitted_series()])
+        rng = {s: [pd.Timestamp(a).isoformat(), pd.Timestamp(b).isoformat()]
+               for s, (a, b) in self.data_range.items() if s in sids}
+        self._write_files(d, sids)
+        doc = {"tier": self.name, "arch": self.arch, "format": SAVE_FORMAT, "series": sids, "data_range": rng,
+               "versions": library_versions(SAVED_LIBS), "scores": self.scores, "state": self._state(sids)}
+        path = d / "forecaster.json"
+        path.write_text(json.dumps(doc, indent=1, default=str))
+        return path
+
+    def load(self, directory: str | os.PathLike) -> "Forecaster":
+        """Add the models saved in ``directory`` by :meth:`save` to this forecaster (per-series
+        tiers may load several directories, one per series). Returns self.
+
+        Raises
+        ------
+        ModelFileError: missing or unreadable files, or a model saved by another tier,
+            ``arch`` or save format.
+        """
+        d = Path(directory)
+        try:
+            doc = json.loads((d / "forecaster.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ModelFileError(f"{d}: no readable forecaster.json ({exc})") from None
+        want = (self.name, self.arch, SAVE_FORMAT)
+        got = (doc.get("tier"), doc.get("arch"), doc.get("format"))
+        if got != want:
+            raise ModelFileError(f"{d}: saved as tier/arch/format {got}, this is {want}")
+        try:
+            self._restore(doc["state"], d)
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+            raise ModelFileError(f"{d}: state cannot be restored ({type(exc).__name__}: {exc})") from None
+        for s, (a, b) in doc.get("data_range", {}).items():
+            self.data_range[s] = (pd.Timestamp(a), pd.Timestamp(b))
+        self.scores = doc.get("scores", {})
+        return self
+
+    def _note_range(self, history: pd.DataFrame) -> None:
+        """Record each series' fitted data range (non-missing rows) for :meth:`save`."""
+        g = history.dropna(subset=["value"]).groupby("series_id")["timestamp"].agg(["min", "max"])
+        for sid, row in g.iterrows():
+            self.data_range[sid] = (row["min"], row["max"])
 
     # helpers for subclasses -------------------------------------------------
     def _origins(self, history: pd.DataFrame, origins) -> dict[str, list[pd.Timestamp]]:

@@ -4,27 +4,34 @@ Design (issue 4; Salinas et al. 2020 "DeepAR" for the global-model idea,
 Wen et al. 2017 "A Multi-Horizon Quantile Recurrent Forecaster" for direct
 multi-horizon quantile outputs):
 
-* inputs: the last 168 hours of the series, scaled per series, plus calendar
-  features (hour of day, day of week, China holiday and make-up workday flags)
-  for those hours and for the 24 target hours;
+* what it learns is what the naive reference leaves over: inputs are the last
+  168 hours as the change from the last value, divided by the window's scale
+  (mean absolute hourly change, :meth:`DailyLSTM.window_scale`), so one global
+  model reads the shape of a week whatever a pool's size; plus calendar
+  features (:func:`forecasting.calendar.calendar_features`: hour of day, hour
+  of week, holiday, make-up workday, day off, days to the next holiday) for
+  those hours and for the 24 target hours;
 * the LSTM steps through the 168 hours one *day* at a time (7 steps of 24
-  hours x 7 features): the daily cycle is in every step's input, and the
+  hours x 9 features): the daily cycle is in every step's input, and the
   recurrence is 24x shorter than an hour-by-hour pass, which is what made
   training the cost of the three tiers (issue 4's budget; ``benchmarks/bench_tiers.py``);
-* outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the *change* from the
-  last observed value (scaled), trained with the pinball loss, so that an
-  untrained network starts from persistence — GPU demand is step-shaped and
-  naive is hard to beat. Quantiles cannot cross: the head emits p50 and three
-  non-negative increments (softplus);
-* per-series scale = the 99th percentile of the series' training window (at
-  least 1), fitted on the training window only;
-* early stopping on the time-ordered last 15 % of windows;
+* outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' change
+  from the last value (same scale), trained with the pinball loss. Quantiles
+  cannot cross: the head emits p50 and three non-negative increments (softplus);
+* shrinkage toward naive (:func:`lead_shrinkage`): per lead, the median change
+  is corrected by the regression of realised on predicted changes over the
+  held-out windows, slope clipped to [0, 1] (the bands keep their width around
+  it), so a network without skill at a lead forecasts the last value (plus the
+  median change from it) there;
+* early stopping and the shrinkage on the time-ordered last 15 % of windows;
 * deterministic on CPU for a fixed seed: ``keras.utils.set_random_seed`` and
   ``tf.config.experimental.enable_op_determinism``;
 * prediction is one batched call over every (series, origin) pair.
 
 Series shorter than 168 + 24 hours are not trained on and, at predict time,
 without 168 hours of context they get the seasonal-naive fallback (stated).
+An origin whose last 168 hours are constant (a fixed pool, all zero) gets
+the last value (naive), stated: the network has nothing to read there.
 TensorFlow is imported lazily, so importing this module is cheap.
 """
 
@@ -35,16 +42,17 @@ import os
 import numpy as np
 import pandas as pd
 
-from forecasting.calendar import calendar_features
+from forecasting.calendar import FEATURES, calendar_features
 from forecasting.tiers.base import Forecaster, register, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
-TARGET = "delta_from_last"  # recorded with saved models; a model trained on another target is refitted
-ARCH = "lstm-day-steps"  # recorded with saved models; a model of another architecture is refitted
+TARGET = "delta_from_last_per_window_scale"  # recorded with saved models; a model trained on another target is refitted
+ARCH = "lstm-day-steps-cal8-shrunk"  # recorded with saved models; a model of another architecture is refitted
 LOOKBACK = 168
 HORIZON = 24
-N_CAL = 6
+N_CAL = len(FEATURES)
+TARGET_CLIP = 50.0  # window-scaled changes beyond this are clipped in training (a few outliers)
 
 
 def _tf():
@@ -66,6 +74,25 @@ def pinball_loss(y_true, y_pred):
     q = tf.constant(QUANTILES, dtype=y_pred.dtype)
     e = tf.expand_dims(y_true, -1) - y_pred
     return tf.reduce_mean(tf.maximum(q * e, (q - 1.0) * e))
+
+
+def lead_shrinkage(pred: np.ndarray, actual: np.ndarray) -> np.ndarray:
+    """Per lead, the correction ``(a, b)`` of the predicted median change: ``a + b * pred``.
+
+    ``pred``, ``actual``: ``(windows, 24)`` predicted and realised changes from the
+    last value (window-scaled) on held-out windows. The Mincer–Zarnowitz regression
+    (Mincer & Zarnowitz 1969) of realised on predicted, with ``b`` clipped to [0, 1]
+    and ``a`` the median residual at that ``b``: ``b`` = 0 where the network's changes
+    carry no information (the forecast is then the last value plus the mean change
+    from it, e.g. from an hour's maximum to the next hours), 1 where they are worth
+    their full size. Returns a ``(24, 2)`` array of ``(a, b)``.
+    """
+    pm, am = pred.mean(axis=0), actual.mean(axis=0)
+    pc, ac = pred - pm, actual - am
+    den = (pc * pc).sum(axis=0)
+    b = np.clip(np.divide((pc * ac).sum(axis=0), den, out=np.zeros_like(den, dtype="float64"), where=den > 0), 0, 1)
+    a = np.median(actual - b * pred, axis=0)  # the median: MASE and the p50's pinball loss are absolute errors
+    return np.column_stack([a, b])
 
 
 _LAYER = None
@@ -121,63 +148,84 @@ class DailyLSTM(Forecaster):
     horizon = HORIZON
     min_history = LOOKBACK + HORIZON
     refit_every = "7D"  # backtests: one global retrain per week of origins
+    per_series = False  # one global model
+    arch = f"{ARCH}/{TARGET}"
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
                  max_windows: int = 2000, patience: int = 3, **options):
         super().__init__(seed=seed, **options)
         self.epochs, self.units, self.batch_size = epochs, units, batch_size
         self.max_windows, self.patience = max_windows, patience
-        self.scale: dict[str, float] = {}
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])  # per lead (a, b): a + b * median change
         self.tz: dict[str, str] = {}
         self.model = None
+        self.trained: list[str] = []  # series with training windows
         self.history_loss: list[float] = []
 
     # -- data ------------------------------------------------------------------
-    def _windows(self, s: pd.Series, scale: float, tz: str, ends: np.ndarray, with_target: bool):
-        """Input windows ending at positions ``ends`` (inclusive), scaled."""
-        v = s.ffill().bfill().fillna(0.0).to_numpy(dtype="float32") / scale
-        raw = s.to_numpy(dtype="float32")
-        cal = calendar_features(s.index, tz)
+    @staticmethod
+    def window_scale(w: np.ndarray) -> float:
+        """Scale of one input window (GPUs): the mean absolute hourly change, at least
+        1 % of the window's largest value (and 0.01). Inputs and targets are divided by
+        it, so the global model sees the shape of a week, not its level or size."""
+        d = np.abs(np.diff(w))
+        return float(max(d.mean() if len(d) else 0.0, 0.01 * float(np.abs(w).max()), 0.01))
+
+    def _windows(self, s: pd.Series, tz: str, ends: np.ndarray, with_target: bool):
+        """Input windows ending at positions ``ends`` (inclusive): the change from the
+        window's last value over the window's scale, with calendar features; targets are
+        the next 24 hours' change from the last value over the same scale.
+        Returns ``(x, f, y, last, scale)`` (``y`` None without targets)."""
+        v = s.ffill().bfill().fillna(0.0).to_numpy(dtype="float64")
+        raw = s.to_numpy(dtype="float64")
         step = pd.Timedelta("1h")
         fut_idx = pd.date_range(s.index[-1] + step, periods=HORIZON, freq=step)
-        cal_ext = np.vstack([cal, calendar_features(fut_idx, tz)])
-        xs, fs, ys = [], [], []
+        cal = calendar_features(s.index.append(fut_idx), tz)
+        xs, fs, ys, lasts, scales = [], [], [], [], []
         for e in ends:
             lo = e - LOOKBACK + 1
-            xs.append(np.column_stack([v[lo:e + 1], cal[lo:e + 1]]))
-            fs.append(cal_ext[e + 1:e + 1 + HORIZON].ravel())
+            w = v[lo:e + 1]
+            sc = self.window_scale(w)
+            xs.append(np.column_stack([(w - w[-1]) / sc, cal[lo:e + 1]]))
+            fs.append(cal[e + 1:e + 1 + HORIZON].ravel())
+            lasts.append(w[-1])
+            scales.append(sc)
             if with_target:
-                ys.append(raw[e + 1:e + 1 + HORIZON] / scale - v[e])  # change from the last value
+                ys.append(np.clip((raw[e + 1:e + 1 + HORIZON] - w[-1]) / sc, -TARGET_CLIP, TARGET_CLIP))
         x = np.asarray(xs, dtype="float32")
         f = np.asarray(fs, dtype="float32")
         y = np.asarray(ys, dtype="float32") if with_target else None
-        return x, f, y
+        return x, f, y, np.asarray(lasts), np.asarray(scales)
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "DailyLSTM":
-        """Train the global model on every series with enough history."""
+        """Train the global model on every series with enough history, then learn the
+        per-lead shrinkage toward the last value on the held-out (latest) windows."""
         tf, keras = _tf()
         keras.utils.set_random_seed(self.seed)
         tf.config.experimental.enable_op_determinism()
         parts = {"x": [], "f": [], "y": [], "vx": [], "vf": [], "vy": []}
+        self._note_range(history)
+        self.trained = []
         for sid in history["series_id"].unique():
             s = series_values(history, sid)
             self.tz[sid] = meta.get(sid, SeriesMeta()).timezone
-            train = s.dropna()
-            self.scale[sid] = float(max(np.quantile(train, 0.99), 1.0)) if len(train) else 1.0
             if s.notna().sum() < self.min_history:
                 continue
             ends = np.arange(LOOKBACK - 1, len(s) - HORIZON)
-            x, f, y = self._windows(s, self.scale[sid], self.tz[sid], ends, True)
-            ok = ~np.isnan(y).any(axis=1)
+            x, f, y, _, _ = self._windows(s, self.tz[sid], ends, True)
+            # windows with a missing target or a constant input week (forecast as naive, see predict)
+            ok = ~np.isnan(y).any(axis=1) & (np.abs(x[:, :, 0]).max(axis=1) > 0)
             x, f, y = x[ok], f[ok], y[ok]
-            n_val = int(round(0.15 * len(x)))  # the last windows in time: early-stopping set
+            if len(x):
+                self.trained.append(sid)
+            n_val = int(round(0.15 * len(x)))  # the last windows in time: early stopping and shrinkage
             cut = len(x) - n_val
             for k, a in (("x", x), ("f", f), ("y", y)):
                 parts[k].append(a[:cut])
                 parts["v" + k].append(a[cut:])
         n_train = sum(len(a) for a in parts["x"])
         if n_train < 16:
-            self.model = None
+            self.model, self.trained = None, []
             return self
         x, f, y, vx, vf, vy = (np.concatenate(parts[k]) for k in ("x", "f", "y", "vx", "vf", "vy"))
         rng = np.random.default_rng(self.seed)
@@ -190,53 +238,87 @@ class DailyLSTM(Forecaster):
         hist = self.model.fit([x, f], y, validation_data=val, epochs=self.epochs, batch_size=self.batch_size,
                               shuffle=True, verbose=0, callbacks=[cb] if val else [])
         self.history_loss = [float(v) for v in hist.history.get("val_loss", [])]
+        self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])
+        if len(vx):
+            p50 = self.model.predict([vx, vf], batch_size=512, verbose=0)[:, :, 0]
+            self.shrink = lead_shrinkage(p50, vy)
         return self
 
     def predict(self, history, origins=None):
         """Quantiles at every origin in one batched ``model.predict`` call (no per-step
-        calls, which would retrace). Scaling and calendar features are computed once
-        per series and sliced per origin."""
+        calls, which would retrace). Windows are built once per series and sliced per
+        origin. Origins without a model, without 168 hours of context, or with a
+        constant last week get a stated naive or seasonal-naive fallback."""
         frames, batch_x, batch_f, keys = [], [], [], []
         for sid, ors in self._origins(history, origins).items():
             s = series_values(history, sid)
-            scale = self.scale.get(sid) or (float(max(np.nanquantile(s, 0.99), 1.0)) if s.notna().any() else 1.0)
             tz = self.tz.get(sid, "UTC")
-            if self.model is not None and len(s):
-                v = s.ffill().bfill().fillna(0.0).to_numpy(dtype="float32") / scale
-                fut_idx = pd.date_range(s.index[-1] + pd.Timedelta("1h"), periods=HORIZON, freq="1h")
-                cal = calendar_features(s.index.append(fut_idx), tz)
-                present = s.notna().to_numpy()
+            raw = s.to_numpy(dtype="float64")
+            present = s.notna().to_numpy()
             for o in ors:
                 e = int(s.index.searchsorted(o, side="right")) - 1  # last position <= origin
+                ctx = s.iloc[: e + 1]
                 enough = self.model is not None and e >= LOOKBACK - 1 and present[e - LOOKBACK + 1:e + 1].sum() >= LOOKBACK // 2
+                week = raw[e - LOOKBACK + 1:e + 1]
+                if e >= LOOKBACK - 1 and np.isfinite(week).any() and np.nanmax(week) == np.nanmin(week):
+                    # a constant week (a fixed pool, all zero): nothing for the network to read,
+                    # and its output would be noise around the level; the level is the forecast
+                    self.fallbacks.setdefault(sid, f"daily: the last {LOOKBACK} hours are constant; "
+                                                   "naive (last value) used")
+                    frames.append(self._frame(sid, o, naive_quantiles(ctx.to_numpy(), HORIZON)))
+                    continue
                 if not enough:
-                    ctx = s.iloc[: e + 1]
-                    if self.model is None and sid not in self.fallbacks:
-                        self.fallbacks[sid] = "daily: too little hourly history to train the LSTM; seasonal-naive used"
-                    elif sid not in self.fallbacks:
-                        self.fallbacks[sid] = (f"daily: {int(ctx.notna().sum())} hours of context < {LOOKBACK} needed; "
-                                               "seasonal-naive used")
+                    if self.model is None:
+                        self.fallbacks.setdefault(sid, "daily: too little hourly history to train the LSTM; "
+                                                       "seasonal-naive used")
+                    else:
+                        self.fallbacks.setdefault(sid, f"daily: {int(ctx.notna().sum())} hours of context < "
+                                                       f"{LOOKBACK} needed; seasonal-naive used")
                     frames.append(self._frame(sid, o, naive_quantiles(ctx.to_numpy(), HORIZON, season=24)))
                     continue
-                lo = e - LOOKBACK + 1
-                batch_x.append(np.column_stack([v[lo:e + 1], cal[lo:e + 1]]))
-                batch_f.append(cal[e + 1:e + 1 + HORIZON].ravel())
-                keys.append((sid, o, scale, float(v[e])))
-        if keys:
-            pred = self.model.predict([np.asarray(batch_x, dtype="float32"), np.asarray(batch_f, dtype="float32")],
-                                      batch_size=512, verbose=0)
-            for (sid, o, scale, last), q in zip(keys, pred):
-                frames.append(self._frame(sid, o, (np.asarray(q, dtype="float64") + last) * scale))
+                keys.append((sid, o, e))
+        by_sid: dict[str, list] = {}
+        for sid, o, e in keys:
+            by_sid.setdefault(sid, []).append((o, e))
+        meta_rows = []
+        for sid, items in by_sid.items():
+            s = series_values(history, sid)
+            x, f, _, last, sc = self._windows(s, self.tz.get(sid, "UTC"), np.array([e for _, e in items]), False)
+            batch_x.append(x)
+            batch_f.append(f)
+            meta_rows += [(sid, o, la, c) for (o, _), la, c in zip(items, last, sc)]
+        if meta_rows:
+            pred = self.model.predict([np.concatenate(batch_x), np.concatenate(batch_f)], batch_size=512, verbose=0)
+            shrink = np.asarray(self.shrink, dtype="float64")
+            for (sid, o, last, sc), q in zip(meta_rows, pred):
+                q = np.asarray(q, dtype="float64")
+                q = q - q[:, :1] + (shrink[:, 0] + shrink[:, 1] * q[:, 0])[:, None]  # corrected median, same bands
+                frames.append(self._frame(sid, o, last + q * sc))
         return self._concat(frames)
 
-    # registry support ------------------------------------------------------------
-    def save(self, path: str) -> None:
-        """Save the Keras model as ``.keras`` (no pickle)."""
-        if self.model is not None:
-            self.model.save(path)
+    # persistence (Forecaster.save / load): .keras (safe mode) + JSON state ---------------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.trained) if self.model is not None else []
 
-    def load(self, path: str) -> None:
-        """Load a ``.keras`` file written by :meth:`save` (safe mode, known custom objects only)."""
-        _, keras = _tf()
-        _monotone_layer()
-        self.model = keras.saving.load_model(path, custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
+    def _state(self, series: list[str]) -> dict:
+        return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
+                "has_model": self.model is not None, "units": self.units}
+
+    def _write_files(self, directory, series) -> None:
+        if self.model is not None:
+            self.model.save(str(directory / "model.keras"))
+
+    def _restore(self, state: dict, directory) -> None:
+        """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
+        Nothing changes on this forecaster unless everything loads."""
+        shrink = np.asarray(state["shrink"], dtype="float64")
+        if shrink.shape != (HORIZON, 2):
+            raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
+        tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
+        model = None
+        if state["has_model"]:
+            _, keras = _tf()
+            _monotone_layer()
+            model = keras.saving.load_model(str(directory / "model.keras"),
+                                            custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
+        self.shrink, self.tz, self.trained, self.units, self.model = shrink, tz, trained, units, model

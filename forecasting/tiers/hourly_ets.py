@@ -1,39 +1,42 @@
 """The ``hourly`` tier: statsmodels ETS on 5-minute data, 12 steps (1 h) ahead.
 
+What it learns is what the naive reference (the last value) leaves over: the
+model runs on the one-step *changes* ``z[t] = y[t] - y[t-1]`` and the forecast
+is the last value plus the (shrunk) sum of the predicted changes. GPU demand is
+step-shaped, and a level model reads its steps as a lagging level or a season
+(on the sample's pools that cost 2-3x naive's MASE at 1 h).
+
 Model choice (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*;
-statsmodels ``ETSModel``), by AICc in a stepwise search over the family (the
-pruning idea of Hyndman & Khandakar 2008's stepwise ``auto.arima``, applied
-to ETS to keep the fit cheap):
+statsmodels ``ETSModel``), by AICc in a stepwise search (the pruning idea of
+Hyndman & Khandakar 2008's stepwise ``auto.arima``):
 
-1. additive error with trend none / additive / additive damped;
-2. the best of those with an additive daily season (288 steps), only when
-   the fit window holds at least two full seasons;
-3. the best so far with multiplicative error (and a multiplicative season if
-   seasonal), only when the window is strictly positive (a multiplicative fit
-   fails on values <= 0).
+1. ETS(A,N,N) of the changes, from a known initial level of 0 (an estimated
+   initial level is a drift that would extrapolate a few days' growth);
+2. ETS(A,N,A) with a daily season of the changes (288 steps: a daily ramp),
+   only when the fit window holds two full seasons; it replaces the first
+   only with a lower AICc.
 
-A stage's candidate replaces the best only with a lower AICc. Five fits at
-most, against twelve for the exhaustive search.
+No multiplicative model: changes take both signs. ``initialization_method`` is
+always explicit (statsmodels 0.15 requires it).
 
-``initialization_method`` is always explicit (statsmodels 0.15 requires it):
-``estimated`` for non-seasonal models and ``heuristic`` for seasonal ones
-(estimating 288 initial seasonal states is slow and unstable).
+Shrinkage toward naive (:func:`change_shrinkage`): the predicted changes are
+multiplied by the least-squares slope of the realised on the predicted
+one-step changes in the fit window, clipped to [0, 1].
 
-Prediction intervals come from the model: analytic for additive-error models
-and simulation for the others (``ETSResults.get_prediction``, seeded with the
-tier's seed so a forecast is reproducible), read at the quantiles
-0.5/0.9/0.95/0.99.
+Bands: ``SIM_PATHS`` simulated paths of the changes (``ETSResults.simulate``,
+seeded through ``rng``: statsmodels 0.15 renamed ``random_state``), summed
+over the lead, read at 0.5/0.9/0.95/0.99 around their mean.
 
 Between refits, forecasts at later origins run the fitted model's filter over
 the extended data with the same parameters (``ETSModel.smooth``): new data
 moves the state, never the parameters. ``capplan plan`` refits on every run;
-rolling-origin backtests re-estimate weekly (a compromise that keeps the
-backtest of a month of 5-minute data within seconds per series).
+rolling-origin backtests re-estimate weekly. A series the model cannot serve
+(too short, constant, no candidate fitted, a failed or non-finite prediction)
+gets naive quantiles and a stated entry in ``fallbacks``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
@@ -46,25 +49,42 @@ from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
 SEASON = 288  # one day of 5-minute steps
+SIM_PATHS = 500  # simulated paths for the bands
 
 
-def _steps(y: np.ndarray):
-    """Candidate specs of the stepwise search, as a generator that is sent the
-    best spec so far after each stage (see :meth:`HourlyETS._select`)."""
-    best = yield [dict(error="add", trend=t, damped_trend=d, seasonal=None)
-                  for t, d in ((None, False), ("add", False), ("add", True))]
-    if len(y) >= 2 * SEASON:
-        best = yield [dict(best, seasonal="add", seasonal_periods=SEASON)]
-    if np.all(y > 0):
-        mul = dict(best, error="mul")
-        if mul.get("seasonal"):
-            mul["seasonal"] = "mul"
-        yield [mul]
+def _change_steps(z: np.ndarray):
+    """Candidates for the one-step changes: level only, then with an additive daily
+    season of the changes (only with two full seasons). No trend: a trend in the
+    changes would be an acceleration of demand."""
+    best = yield [dict(error="add", trend=None, damped_trend=False, seasonal=None)]
+    if len(z) >= 2 * SEASON:
+        yield [dict(best, seasonal="add", seasonal_periods=SEASON)]
 
 
-def _build(y: np.ndarray, spec: dict) -> ETSModel:
-    init = "heuristic" if spec.get("seasonal") else "estimated"
-    return ETSModel(pd.Series(y), initialization_method=init, **spec)
+def change_shrinkage(z: np.ndarray, fitted: np.ndarray) -> float:
+    """How much of the model's predicted change to keep, in [0, 1].
+
+    The least-squares slope through the origin of the realised one-step changes
+    ``z`` on the model's one-step predictions of them (``fitted``) over the fit
+    window — a Mincer–Zarnowitz style correction toward the naive reference
+    (Mincer & Zarnowitz 1969): 0 when the predicted changes carry no information
+    (the forecast is the last value), 1 when they are worth their full size.
+    """
+    ok = np.isfinite(z) & np.isfinite(fitted)
+    den = float(np.dot(fitted[ok], fitted[ok]))
+    if den <= 0:
+        return 0.0
+    return float(np.clip(np.dot(fitted[ok], z[ok]) / den, 0.0, 1.0))
+
+
+def _build(z: np.ndarray, spec: dict) -> ETSModel:
+    """An ETS model of the one-step changes ``z``. A non-seasonal model starts from a
+    known level of 0 (no change): an estimated initial level of the changes is a drift,
+    which would extrapolate a few days' growth into every forecast. Seasonal models
+    use ``heuristic`` initialisation (estimating 288 seasonal states is slow and unstable)."""
+    if spec.get("seasonal"):
+        return ETSModel(pd.Series(z), initialization_method="heuristic", **spec)
+    return ETSModel(pd.Series(z), initialization_method="known", initial_level=0.0, **spec)
 
 
 @register("hourly")
@@ -79,6 +99,7 @@ class HourlyETS(Forecaster):
     horizon = 12
     min_history = 36  # 3 hours
     refit_every = "7D"  # backtests: parameters re-estimated weekly, state updated at every origin
+    arch = "ets-changes-shrunk"
 
     def __init__(self, seed: int = 0, fit_window: int = 864, **options):
         super().__init__(seed=seed, **options)
@@ -87,6 +108,7 @@ class HourlyETS(Forecaster):
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "HourlyETS":
         """Select and fit one ETS model per series on its last ``fit_window`` points."""
+        self._note_range(history)
         for sid in history["series_id"].unique():
             s = series_values(history, sid).iloc[-self.fit_window:]
             y = s.ffill().bfill().to_numpy()
@@ -97,7 +119,8 @@ class HourlyETS(Forecaster):
             if np.nanmax(y) == np.nanmin(y):
                 self.fallbacks[sid] = "hourly: constant history, ETS has nothing to fit; naive (last value) used"
                 continue
-            best, best_ic, caught = self._select(y)
+            z = np.diff(y)
+            best, best_ic, caught = self._select(z, _change_steps(z))
             if caught:
                 self.warnings[sid] = caught[:5]
             if best is None:
@@ -109,14 +132,15 @@ class HourlyETS(Forecaster):
                 "params": [float(v) for v in res.params],
                 "start": s.index[0],
                 "aicc": float(best_ic),
+                "shrink": change_shrinkage(z, np.asarray(res.fittedvalues, dtype="float64")),
             }
         return self
 
     @staticmethod
-    def _select(y: np.ndarray):
-        """Stepwise AICc search (module docstring); returns ``((spec, results) | None, aicc, notes)``."""
+    def _select(y: np.ndarray, steps):
+        """Stepwise AICc search over the candidates of the generator ``steps``;
+        returns ``((spec, results) | None, aicc, notes)``."""
         best, best_ic, caught = None, math.inf, []
-        steps = _steps(y)
         specs = next(steps)
         while True:
             for spec in specs:
@@ -124,7 +148,7 @@ class HourlyETS(Forecaster):
                     warnings.simplefilter("always")
                     try:
                         res = _build(y, spec).fit(disp=False, maxiter=200)
-                    except Exception as exc:  # a candidate that cannot be fitted is skipped, and noted
+                    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # skipped, and noted
                         caught.append(f"{spec}: {type(exc).__name__}: {exc}")
                         continue
                     caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
@@ -139,47 +163,65 @@ class HourlyETS(Forecaster):
                 return best, best_ic, caught
 
     def predict(self, history, origins=None):
+        """Quantiles at each origin; a series without a fitted model, or whose model
+        gives non-finite or failing intervals at an origin, gets naive quantiles and a
+        stated entry in :attr:`fallbacks` (never a silent default)."""
         frames = []
         for sid, ors in self._origins(history, origins).items():
             s = series_values(history, sid)
             m = self.models.get(sid)
             for o in ors:
                 ctx = s[s.index <= o]
-                if m is None:
+                q = None
+                if m is not None:
+                    q, why = self._predict_one(ctx[ctx.index >= m["start"]], m)
+                    if q is None:
+                        self.fallbacks.setdefault(sid, f"hourly: ETS {why}; naive (last value) used")
+                if q is None:
                     q = naive_quantiles(ctx.to_numpy(), self.horizon)
-                else:
-                    q = self._predict_one(ctx[ctx.index >= m["start"]], m)
                 frames.append(self._frame(sid, o, q))
         return self._concat(frames)
 
-    def _predict_one(self, ctx: pd.Series, m: dict) -> np.ndarray:
+    def _predict_one(self, ctx: pd.Series, m: dict) -> tuple[np.ndarray | None, str]:
+        """``((horizon, 4) quantiles, "")`` or ``(None, reason)``.
+
+        The model runs on the one-step changes of the context with its fitted
+        parameters (``smooth``); the forecast is the last value plus the shrunk sum
+        of the predicted changes, and the bands are the quantiles of the summed
+        changes of ``SIM_PATHS`` simulated paths around their mean. Simulation is
+        seeded through ``rng`` (statsmodels 0.15 renamed ``random_state``): same
+        data, same forecast.
+        """
         y = ctx.ffill().bfill().to_numpy()
+        if len(y) < 2 or np.isnan(y).all():
+            return None, "has too little context at this origin"
+        z = np.diff(y)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                res = _build(y, m["spec"]).smooth(np.asarray(m["params"]))
-                n = len(y)
-                # simulated intervals (multiplicative models) are seeded: same data, same forecast
-                pred = res.get_prediction(start=n, end=n + self.horizon - 1, random_state=self.seed)
-                out = np.empty((self.horizon, len(QUANTILES)))
-                out[:, 0] = np.asarray(pred.predicted_mean)
-                for j, q in enumerate(QUANTILES[1:], start=1):
-                    out[:, j] = np.asarray(pred.pred_int(alpha=2 * (1 - q)))[:, 1]
-                if np.all(np.isfinite(out)):
-                    return out
-            except Exception:
-                pass
-        return naive_quantiles(y, self.horizon)
+                res = _build(z, m["spec"]).smooth(np.asarray(m["params"]))
+                mean = np.cumsum(np.asarray(res.forecast(self.horizon), dtype="float64"))
+                paths = np.asarray(res.simulate(self.horizon, anchor="end", repetitions=SIM_PATHS,
+                                                rng=np.random.default_rng(self.seed)), dtype="float64")
+            except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
+                return None, f"prediction failed ({type(exc).__name__}: {exc})"
+        paths = np.cumsum(paths.reshape(self.horizon, -1), axis=0)
+        spread = np.quantile(paths - mean[:, None], QUANTILES, axis=1).T
+        spread -= spread[:, :1]
+        out = y[-1] + m["shrink"] * mean[:, None] + spread
+        if not np.all(np.isfinite(out)):
+            return None, "gave non-finite quantiles"
+        return out, ""
 
-    # registry support --------------------------------------------------------
-    def to_json(self) -> str:
-        """Parameters as JSON (the model registry's safe format)."""
-        return json.dumps({sid: {**m, "start": m["start"].isoformat()} for sid, m in self.models.items()})
+    # persistence (Forecaster.save / load): parameters as JSON --------------------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.models)
 
-    @classmethod
-    def from_json(cls, text: str, **kwargs) -> "HourlyETS":
-        obj = cls(**kwargs)
-        for sid, m in json.loads(text).items():
-            m["start"] = pd.Timestamp(m["start"])
-            obj.models[sid] = m
-        return obj
+    def _state(self, series: list[str]) -> dict:
+        return {sid: {**self.models[sid], "start": self.models[sid]["start"].isoformat()} for sid in series}
+
+    def _restore(self, state: dict, directory) -> None:
+        for sid, m in state.items():
+            self.models[sid] = {"spec": dict(m["spec"]), "params": [float(v) for v in m["params"]],
+                                "start": pd.Timestamp(m["start"]), "aicc": float(m["aicc"]),
+                                "shrink": float(m["shrink"])}

@@ -7,8 +7,10 @@
 * Optional custom events (``events=["618", "double11"]``).
 * ``seasonality_mode="multiplicative"`` only when the series is strictly
   positive; additive otherwise.
-* ``ds`` is passed as naive UTC ``datetime64[ns]`` (tz-aware or ms-precision
-  columns break Prophet).
+* ``ds`` is passed as naive *local* wall-clock ``datetime64[ns]`` in the
+  series' timezone (tz-aware or ms-precision columns break Prophet), so that
+  holiday dates, which are local days, start at local midnight and daily
+  seasonality follows the local day.
 * Quantiles come from ``Prophet.predictive_samples`` (``uncertainty_samples``
   draws), read at 0.5/0.9/0.95/0.99.
 * If cmdstan's optimiser fails (``RuntimeError``), the fit is retried with
@@ -27,7 +29,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from forecasting.calendar import makeup_regressor, prophet_holidays
+from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
 from forecasting.tiers.base import Forecaster, register, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
@@ -44,11 +46,6 @@ def _quiet() -> None:
     logging.getLogger("cmdstanpy").disabled = True  # failures still surface as exceptions
 
 
-def naive_utc(ts: pd.DatetimeIndex) -> pd.Series:
-    """Tz-aware timestamps -> naive UTC ``datetime64[ns]``, the form Prophet accepts."""
-    return pd.Series(pd.DatetimeIndex(ts).tz_convert("UTC").tz_localize(None).astype("datetime64[ns]"))
-
-
 @register("weekly")
 class WeeklyProphet(Forecaster):
     """Prophet with China's calendar (see module docstring).
@@ -61,6 +58,7 @@ class WeeklyProphet(Forecaster):
     horizon = 168
     min_history = 72  # 3 days of hours
     refit_every = "7D"
+    arch = "prophet-local-ds"
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
                  calendar: bool = True, **options):
@@ -88,11 +86,12 @@ class WeeklyProphet(Forecaster):
     def _frame_in(self, ds: pd.Series, sid: str) -> pd.DataFrame:
         df = pd.DataFrame({"ds": ds.to_numpy()})
         if self.calendar:
-            df["makeup_workday"] = makeup_regressor(df["ds"], self.tz.get(sid, "UTC"))
+            df["makeup_workday"] = makeup_regressor(df["ds"])
         return df
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "WeeklyProphet":
         """Fit one Prophet model per series; failures fall back with a stated reason."""
+        self._note_range(history)
         np.random.seed(self.seed)
         for sid in history["series_id"].unique():
             s = series_values(history, sid).dropna()
@@ -102,8 +101,9 @@ class WeeklyProphet(Forecaster):
                 self.fallbacks[sid] = (f"{label}: {len(s)} hours < {self.min_history} needed for Prophet; "
                                        "seasonal-naive used")
                 continue
-            years = sorted(set(s.index.year.tolist()) | {int((s.index[-1] + pd.Timedelta("8D")).year)})
-            df = self._frame_in(naive_utc(s.index), sid)
+            ds = local_naive(s.index, self.tz[sid])
+            years = sorted(set(ds.dt.year.tolist()) | {int((ds.iloc[-1] + pd.Timedelta("8D")).year)})
+            df = self._frame_in(ds, sid)
             df["y"] = s.to_numpy()
             for attempt in ({}, {"algorithm": "Newton"}):
                 m = self._new_model(df["y"].to_numpy(), years)
@@ -139,7 +139,7 @@ class WeeklyProphet(Forecaster):
                 continue
             ors = sorted(ors)
             ts = pd.date_range(ors[0] + step, ors[-1] + step * self.horizon, freq=step)
-            fut = self._frame_in(naive_utc(ts), sid)
+            fut = self._frame_in(local_naive(ts, self.tz.get(sid, "UTC")), sid)
             np.random.seed(self.seed)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -150,19 +150,21 @@ class WeeklyProphet(Forecaster):
                 frames.append(self._frame(sid, o, q[k:k + self.horizon]))
         return self._concat(frames)
 
-    # registry support -------------------------------------------------------
-    def to_json(self, sid: str) -> str:
-        """One series' model in ``prophet.serialize`` JSON (no pickle)."""
+    # persistence (Forecaster.save / load): prophet.serialize JSON, no pickle ----------
+    def fitted_series(self) -> list[str]:
+        return sorted(self.models)
+
+    def _state(self, series: list[str]) -> dict:
         from prophet.serialize import model_to_json
 
-        return model_to_json(self.models[sid])
+        return {sid: {"model": model_to_json(self.models[sid]), "timezone": self.tz.get(sid, "UTC")} for sid in series}
 
-    def load_json(self, sid: str, text: str, timezone: str = "UTC") -> None:
-        """Load a model written by :meth:`to_json`."""
+    def _restore(self, state: dict, directory) -> None:
         from prophet.serialize import model_from_json
 
-        self.models[sid] = model_from_json(text)
-        self.tz[sid] = timezone
+        for sid, doc in state.items():
+            self.models[sid] = model_from_json(doc["model"])
+            self.tz[sid] = doc["timezone"]
 
 
 @register("prophet")
