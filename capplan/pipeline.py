@@ -39,7 +39,7 @@ from capplan.errors import InputError
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
 from forecasting import backtest as bt
-from forecasting import combine
+from forecasting import calibration, combination
 from forecasting.metrics import seasonal_scale
 from forecasting.registry import ModelRegistry, library_versions
 from forecasting.regularise import RegulariseReport, regularise, to_hourly
@@ -200,14 +200,17 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
 
 
 def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress: Progress = _noop) -> Forecasts:
-    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combine`).
+    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combination`,
+    :mod:`forecasting.calibration`).
 
-    Rolling forecasts: the combination is re-chosen every UTC day from the
-    rows realised before it (:func:`forecasting.combine.combine_online`) and
-    calibrated online (split conformal), so no origin sees its own or any later
-    actual. Plan forecast: the combination and offsets learned on the last
-    :data:`forecasting.combine.LOOKBACK` of realised rows. ``results`` must hold
-    every model of :data:`ROLLING_MODELS` (more are scored, never combined).
+    Rolling forecasts: each origin is combined with exponentially weighted
+    loss weights from the rows realised before it
+    (:func:`forecasting.combination.combine_online`) and calibrated online
+    (adaptive split conformal), so no origin sees its own or any later actual.
+    Plan forecast: the weights at the last observation and the offsets of the
+    last :data:`forecasting.calibration.CAL_WINDOW` of realised rows.
+    ``results`` must hold every model of :data:`ROLLING_MODELS` (more are
+    scored, never combined).
     """
     progress("forecast", "combining and calibrating per lead bucket")
     upper = _upper(prep.h5)
@@ -229,26 +232,17 @@ def assemble_forecasts(prep: Prepared, results: dict[str, TierResult], progress:
     for sid in prep.windows:
         per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
         last = last5[sid]
-
-        def recent(iss, ts, last=last):
-            return np.asarray(pd.DatetimeIndex(ts) > last - combine.LOOKBACK)
-
-        c, n_choices = combine.combine_online(per, actuals[sid], sid)
+        c, mean_w = combination.combine_online(per, actuals[sid], sid)
         levels: dict[str, list[float]] = {}
-        comb.append(_sanitise_rolling(combine.calibrate_online(c, actuals[sid], levels_out=levels), prep.h5))
-        final_spec = combine.learn_combination(per, actuals[sid], recent)
+        comb.append(_sanitise_rolling(calibration.calibrate_online(c, actuals[sid], levels_out=levels), prep.h5))
+        final_spec = combination.learn_combination(per, actuals[sid])
         # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
-        final_off = combine.learn_calibration(combine.apply_combination(per, final_spec, sid), actuals[sid], recent,
-                                              levels=levels)
-        choices = ", ".join(f"{b} {k}" for b, k in n_choices.items())
-        combos[sid] = {"rolling": {"combination": f"re-chosen daily from the trailing {combine.LOOKBACK.days} days "
-                                                  f"(daily choices: {choices})",
-                                   "calibration": f"online adaptive split conformal, trailing "
-                                                  f"{combine.CAL_WINDOW.days} days"},
-                       "final": {"combination": final_spec, "calibration": final_off, "levels": levels}}
+        final_off = calibration.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],
+                                                  last - calibration.CAL_WINDOW, levels=levels)
+        combos[sid] = combination.combination_report(final_spec, mean_w, final_off, levels)
         per_final = {n: results[n].final[results[n].final["series_id"] == sid] for n in ROLLING_MODELS}
-        c = combine.apply_combination(per_final, final_spec, sid)
-        c = combine.apply_calibration(c, final_off)
+        c = combination.apply_combination(per_final, final_spec, sid)
+        c = calibration.apply_calibration(c, final_off)
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()

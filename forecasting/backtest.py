@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting import metrics
-from forecasting.combine import BANDS
+from forecasting.buckets import BANDS
 from forecasting.tiers import make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
@@ -97,14 +97,15 @@ def origins(w: Windows, every: str) -> list[pd.Timestamp]:
 def lead_cap(issued_at: pd.Series) -> np.ndarray:
     """Longest lead kept for a rolling forecast issued at ``issued_at`` (5-minute origin).
 
-    Origins just before midnight UTC keep the full 7 days, those on a 4-hour
-    boundary keep 24 hours, the others 1 hour. Every band is scored at many
-    origins while the frames stay small.
+    Origins on a 4-hour boundary keep the full 7 days, the others 1 hour. Every
+    band is scored at many origins while the frames stay small; the 7-day band
+    gets six origins a day rather than one, so its calibration
+    (:mod:`forecasting.calibration`) sees errors six times as often (issue 13:
+    "errors that arrive faster than one origin a day").
     """
     b = pd.DatetimeIndex(issued_at) + STEP
     cap = np.full(len(b), pd.Timedelta("1h").to_timedelta64())
-    cap[(b.hour % 4 == 0) & (b.minute == 0)] = pd.Timedelta("24h").to_timedelta64()
-    cap[(b.hour == 0) & (b.minute == 0)] = pd.Timedelta("7D").to_timedelta64()
+    cap[(b.hour % 4 == 0) & (b.minute == 0)] = pd.Timedelta("7D").to_timedelta64()
     return cap
 
 
