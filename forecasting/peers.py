@@ -106,3 +106,27 @@ def autoets(actual: pd.Series, issued: list[pd.Timestamp], series_id: str, seaso
         q = np.column_stack([r["mean"], r["hi-80"], r["hi-90"], r["hi-98"]])
         parts.append(_frame(series_id, "autoets", o, q))
     return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else pd.DataFrame(columns=FORECAST_COLUMNS)
+
+
+def peer_forecasts(history5: pd.DataFrame, issued: dict[str, list[pd.Timestamp]]
+                   ) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Every peer's forecasts for every series at the given origins.
+
+    ``history5``: tidy history (``series_id, timestamp, value``) on the regular 5-minute
+    grid; ``issued``: per series, the origins to forecast from (e.g. the evaluation
+    window's rolling origins). Returns ``({peer: forecast frame}, notes)``; a peer whose
+    library is missing is left out and named in ``notes`` with how to install it.
+    """
+    out: dict[str, list[pd.DataFrame]] = {p: [] for p in PEERS}
+    notes = []
+    for sid, g in history5.groupby("series_id"):
+        a = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+        out["naive_conformal"].append(naive_conformal(a, issued.get(sid, []), sid))
+        if "autoets" in out:
+            try:
+                out["autoets"].append(autoets(a, issued.get(sid, []), sid))
+            except ImportError as exc:
+                notes.append(f"autoets not scored: {exc.name or 'statsforecast'} is not installed "
+                             "(bash scripts/setup.sh bench installs the bench dependencies)")
+                del out["autoets"]
+    return {p: pd.concat(v, ignore_index=True) for p, v in out.items() if v}, notes
