@@ -61,7 +61,7 @@ def main() -> None:
     for name, s, m in rows:
         print(f"{name:<12}{s:>10.1f}{m:>15.0f}")
     print(f"{'total':<12}{total:>10.1f}{peak_mib():>15.0f}")
-    print(f"series: {len(rep['series'])}; budget 600 s; ratio total/budget = {total / 600:.2f}")
+    print(f"series: {len(rep.series)}; budget 600 s; ratio total/budget = {total / 600:.2f}")
 
 
 if __name__ == "__main__":

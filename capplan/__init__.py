@@ -1,7 +1,13 @@
 """capplan: forecasting and capacity planning for GPU clusters.
 
-The application package: configuration, CLI, sources, store and the pipeline
-stages that wire :mod:`forecasting` and :mod:`optimizer` together.
+The application package. It owns the configuration (:mod:`capplan.config`),
+the CLI (:mod:`capplan.cli`, :mod:`capplan.commands`), the sources
+(:mod:`capplan.sources`), the store layout (:mod:`capplan.store`), the
+executor (:mod:`capplan.executor`), the report model (:mod:`capplan.report`)
+and the one orchestration, :mod:`capplan.pipeline`, which the CLI, the Airflow
+jobs (:mod:`capplan.jobs`) and the dashboard (:mod:`capplan.whatif`) all call.
+
+May import :mod:`forecasting` and :mod:`optimizer`; neither imports capplan.
 """
 
 __version__ = "0.1.0"

@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from capplan.errors import InputError
 from optimizer.exporters.settings import ExportSettings
 from optimizer.prices import GpuPrice, default_price_book
+from optimizer.settings import SearchSettings
 
 
 _DUR_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -170,29 +171,36 @@ class ForecastConfig(BaseModel):
     prophet_samples: int = Field(default=300, ge=50)
     events: list[str] = Field(default_factory=list)
 
+    def tier_options(self) -> dict[str, dict]:
+        """Keyword options of each model's constructor (:func:`forecasting.tiers.make`)."""
+        return {
+            "hourly": {},
+            "daily": {"epochs": self.lstm_epochs, "units": self.lstm_units, "max_windows": self.lstm_max_windows},
+            "weekly": {"uncertainty_samples": self.prophet_samples, "events": tuple(self.events)},
+            "prophet": {"uncertainty_samples": self.prophet_samples},
+        }
 
-class PlanConfig(BaseModel):
-    """Policy search and replay options."""
+
+class PlanConfig(SearchSettings):
+    """The ``plan:`` section: the search and replay options (fields, units and the
+    typed ``training_bounds`` / ``inference_bounds`` in
+    :class:`optimizer.settings.SearchSettings`) plus the windows and parallelism, e.g.::
+
+        plan:
+          coverage_target: 0.95
+          n_calls: 30
+          training_bounds: {reservation_ratio: [0.0, 1.5], quantile: [p90, p95]}
+          inference_bounds: {min_replicas: [1, 4], max_replicas: 40}
+    """
 
     model_config = ConfigDict(extra="forbid")
-    coverage_target: float = Field(default=0.95, gt=0, le=1)
-    penalty: float = Field(default=0.5, ge=0)
-    coverage_margin: float = Field(default=0.03, ge=0, le=0.2,
-                                   description="added to coverage_target while tuning (a safety margin)")
-    coverage_objective: Literal["window", "daily"] = Field(
-        default="window", description="what the search penalises: the tuning window's coverage shortfall, or the "
-        "mean of each day's shortfall (stricter under level shifts, costlier; see optimizer.search)")
-    n_calls: int = Field(default=30, ge=4)
     tune_days: float = Field(default=7, gt=0)
     eval_days: float = Field(default=7, gt=0)
-    interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
-    recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
-    cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
-    queue_unmet: bool = False
-    random_search: bool = True
     workers: int | None = Field(default=None, ge=1, description="processes for the per-series search (default: up to 2)")
-    training_bounds: dict = Field(default_factory=dict)
-    inference_bounds: dict = Field(default_factory=dict)
+
+    def search_settings(self) -> SearchSettings:
+        """The part the optimizer reads (picklable, no ``capplan`` type)."""
+        return SearchSettings.model_validate(self.model_dump(include=set(SearchSettings.model_fields)))
 
 
 class ExportConfig(ExportSettings):

@@ -5,16 +5,11 @@ Each function is thin: it reads ``capplan.yaml``, calls the stage functions of
 run's *logical date* and replaced atomically, so a rerun for the same logical
 date replaces the same files and leaves one single set of outputs.
 
-Store layout added by the jobs (``<ld>`` is :func:`ld_key` of the logical date)::
+Store layout used by the jobs (``<ld>`` is :func:`ld_key` of the logical date;
+the per-tier forecast files are described in :mod:`capplan.store`)::
 
     ingest/<ld>.json                              what one ingest run did (ok / failed series)
-    forecasts/<tier>/<ld>/<series-key>.parquet    the tier's plan forecast (forecast contract)
-    forecasts/<tier>/<ld>/<series-key>.backtest.parquet
-                                                  its rolling-origin forecasts over the tuning and
-                                                  evaluation windows (what the policy search replays)
-    forecasts/<tier>/<ld>/<series-key>.json       fallbacks, warnings, data range, versions
-    forecasts/<tier>/<ld>/_manifest.json          series ok / missing in that run (written last)
-    forecasts/<tier>/LATEST                       the last logical date whose manifest is complete
+    forecasts/<tier>/<ld>/...                     each tier's forecasts per series, keyed by <ld>
     plans/<ld>/                                   the plan's output folder (policy.yaml, manifests/,
                                                   forecasts.parquet, report.json ...), swapped in whole
     runs/airflow-<ld>-s<seed>/                    the same folder as a store run (LATEST points to it)
@@ -203,34 +198,19 @@ def record_ingest(config_path, logical_date, results: list[dict] | None, expecte
 
 
 # -- forecasts ------------------------------------------------------------------------
-def tier_dir(store_root, tier: str, key: str) -> Path:
-    return Path(store_root) / "forecasts" / tier / key
-
-
-def tier_forecast(prep, cfg, tier: str, seed: int = 0):
-    """One tier's rolling-origin forecasts (tuning + evaluation windows) and its
-    plan forecast fitted on all history: :func:`capplan.pipeline.tier_forecasts`.
-    Returns ``(rolling, final, fallbacks, warnings)``."""
-    from capplan import pipeline as pl
-
-    r = pl.tier_forecasts(prep, cfg, tier, seed)
-    return r.rolling, r.final, r.fallbacks, r.warnings
-
-
 def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: int = 0) -> dict:
-    """Fit one tier on one stored series and write its forecasts for ``logical_date``.
+    """Fit one tier on one stored series (:func:`capplan.pipeline.tier_forecasts`) and
+    write its forecasts for ``logical_date`` (:meth:`capplan.store.Store.write_tier_forecast`).
 
     Raises InputError when the series is not in the store (its ingest failed).
     """
-    from capplan import atomic, jsonout
     from capplan import pipeline as pl
-    from capplan.store import series_key
+    from capplan.errors import InputError
+    from capplan.report import versions
+    from capplan.sources import LoadedHistory
 
     if tier not in PLAN_TIERS:
         raise JobError(f"tier {tier!r}: not one of {PLAN_TIERS}")
-    from capplan.errors import InputError
-    from capplan.sources import LoadedHistory
-
     cfg = _cfg(config_path)
     store = _store(cfg)
     try:
@@ -241,79 +221,70 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
         raise InputError(f"series {series_id!r}: empty history in {store.history_dir}")
     loaded = LoadedHistory(frame, {series_id: meta}, [], label=f"store:{store.root}")
     prep = pl.regularise_stage(loaded, cfg)
-    rolling, final, fb, warns = tier_forecast(prep, cfg, tier, seed)
-    d = tier_dir(store.root, tier, ld_key(logical_date))
-    key = series_key(series_id)
-    atomic.write_parquet(d / f"{key}.backtest.parquet", rolling)
-    atomic.write_parquet(d / f"{key}.parquet", final)
+    r = pl.tier_forecasts(prep, cfg, tier, seed)
     h = prep.h5["timestamp"]
     doc = {"series_id": series_id, "tier": tier, "logical_date": ld_key(logical_date), "seed": seed,
-           "issued_at": final["issued_at"].max().isoformat() if len(final) else None,
-           "data_range": [h.min().isoformat(), h.max().isoformat()], "rows": int(len(final)),
-           "backtest_rows": int(len(rolling)),
-           "fallbacks": ([fb[series_id]] if series_id in fb else []) + prep.notes.get(series_id, []),
-           "warnings": warns.get(series_id, [])[:10], "versions": pl.versions()}
-    atomic.write_text(d / f"{key}.json", jsonout.dumps(doc, indent=2) + "\n")
+           "issued_at": r.final["issued_at"].max().isoformat() if len(r.final) else None,
+           "data_range": [h.min().isoformat(), h.max().isoformat()], "rows": int(len(r.final)),
+           "backtest_rows": int(len(r.rolling)),
+           "fallbacks": r.fallbacks.get(series_id, []) + prep.notes.get(series_id, []),
+           "warnings": r.warnings.get(series_id, [])[:10], "versions": versions()}
+    store.write_tier_forecast(tier, ld_key(logical_date), series_id, r.rolling, r.final, doc)
     return {"series_id": series_id, "tier": tier, "rows": doc["rows"], "issued_at": doc["issued_at"]}
 
 
 def record_forecasts(config_path, tier: str, logical_date, results: list[dict] | None, expected: list[str]) -> dict:
     """After a tier's mapped tasks: write ``_manifest.json`` (series ok / missing)
-    and point ``forecasts/<tier>/LATEST`` at this logical date.
-
-    Files of a series whose task did not succeed in this run are removed, so the
-    folder holds exactly the manifest's set.
+    and point ``forecasts/<tier>/LATEST`` at this logical date
+    (:meth:`capplan.store.Store.record_forecasts`). Files of a series whose task did
+    not succeed in this run are removed, so the folder holds exactly the manifest's set.
     """
-    from capplan import atomic, jsonout
-    from capplan.store import series_key
-
-    cfg = _cfg(config_path)
-    store = _store(cfg)
-    key = ld_key(logical_date)
-    d = tier_dir(store.root, tier, key)
-    d.mkdir(parents=True, exist_ok=True)
-    ok = sorted({r["series_id"] for r in (results or []) if r})
-    keep = {series_key(s) for s in ok}
-    for p in d.iterdir():
-        stem = p.name.split(".")[0]
-        if not p.name.startswith("_") and not p.name.startswith(".") and stem not in keep:
-            p.unlink()
-    doc = {"tier": tier, "logical_date": key, "ok": ok, "missing": sorted(set(expected) - set(ok)),
-           "written_at": dt.datetime.now(dt.timezone.utc).isoformat()}
-    atomic.write_text(d / "_manifest.json", jsonout.dumps(doc, indent=2) + "\n")
-    atomic.write_text(d.parent / "LATEST", key + "\n")
-    return doc
+    ok = [r["series_id"] for r in (results or []) if r]
+    return _store(_cfg(config_path)).record_forecasts(tier, ld_key(logical_date), ok, expected)
 
 
-def latest_forecasts(store_root, tier: str) -> tuple[str, dict] | None:
-    """``(logical-date key, manifest)`` of a tier's latest complete run, or None."""
-    p = Path(store_root) / "forecasts" / tier / "LATEST"
-    if not p.exists():
-        return None
-    key = p.read_text().strip()
-    m = tier_dir(store_root, tier, key) / "_manifest.json"
-    if not m.exists():
-        return None
-    return key, json.loads(m.read_text())
+def stored_tier_results(store, prep, latest: dict[str, tuple[str, dict]], series: list[str]) -> dict:
+    """Each tier's forecasts of ``series`` from its latest stored run, as
+    :class:`capplan.containers.TierResult` (fallbacks already in ``prep.notes`` dropped)."""
+    import pandas as pd
+
+    from capplan.containers import TierResult
+
+    out = {}
+    for tier in PLAN_TIERS:
+        rolling, finals, fallbacks, warnings = [], [], {}, {}
+        for s in series:
+            r, f, doc = store.read_tier_forecast(tier, latest[tier][0], s)
+            rolling.append(r)
+            finals.append(f)
+            fb = [m for m in dict.fromkeys(doc.get("fallbacks", [])) if m not in prep.notes.get(s, [])]
+            if fb:
+                fallbacks[s] = fb
+            warnings[s] = list(doc.get("warnings", []))
+        out[tier] = TierResult(tier, pd.concat(rolling, ignore_index=True), pd.concat(finals, ignore_index=True),
+                               fallbacks, warnings)
+    return out
 
 
 # -- plan -----------------------------------------------------------------------------
 def plan(config_path, logical_date, seed: int = 0) -> dict:
     """Combine each tier's latest forecasts, search policies, write and check
     manifests: the output folder ``<store>/plans/<ld>/`` (swapped in whole) and
-    the store run ``airflow-<ld>-s<seed>`` (marked LATEST).
+    the store run ``airflow-<ld>-s<seed>`` (marked LATEST). The stages after the
+    forecasts are :func:`capplan.pipeline.plan_from_forecasts`, as in ``capplan plan``.
 
     A configured series without history or without a forecast of some tier in
     that tier's latest run is left out and listed in ``report.json`` under
     ``missing`` with the reason. Returns a summary dict.
 
-    Raises JobError when a tier has never run or no series is left to plan.
+    Raises JobError when a tier has never run, no series is left to plan, or
+    the manifests fail their checks (the store run is then not replaced).
     """
-    import pandas as pd
+    import time
 
-    from capplan import atomic
     from capplan import pipeline as pl
-    from capplan.store import series_key
+    from capplan.report import RunInfo, versions
+
     cfg = _cfg(config_path)
     store = _store(cfg)
     key = ld_key(logical_date)
@@ -321,7 +292,7 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     stored = set(store.series_ids())
     latest = {}
     for tier in PLAN_TIERS:
-        lf = latest_forecasts(store.root, tier)
+        lf = store.latest_forecasts(tier)
         if lf is None:
             raise JobError(f"no {tier} forecasts in {store.root}/forecasts/{tier}: run capplan_forecast_{tier} first")
         latest[tier] = lf
@@ -331,52 +302,23 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
         raise JobError(f"nothing to plan: every series is missing: {missing}")
 
     t0 = dt.datetime.now(dt.timezone.utc)
+    c0 = time.perf_counter()
     loaded = pl.load_stage("store", cfg, todo)
     prep = pl.regularise_stage(loaded, cfg)
-    rolling, final_tiers, fallbacks, warnings = {}, {}, {}, {}
-    for tier in PLAN_TIERS:
-        d = tier_dir(store.root, tier, latest[tier][0])
-        rolling[tier] = pd.concat([pd.read_parquet(d / f"{series_key(s)}.backtest.parquet") for s in todo],
-                                  ignore_index=True)
-        final_tiers[tier] = pd.concat([pd.read_parquet(d / f"{series_key(s)}.parquet") for s in todo],
-                                      ignore_index=True)
-        for s in todo:
-            doc = json.loads((d / f"{series_key(s)}.json").read_text())
-            for msg in doc.get("fallbacks", []):
-                if msg not in fallbacks.setdefault(s, []) and msg not in prep.notes.get(s, []):
-                    fallbacks[s].append(msg)
-            warnings.setdefault(s, []).extend(doc.get("warnings", []))
     # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
-    results = {t: pl.TierResult(t, rolling[t], final_tiers[t], {s: m[0] for s, m in fallbacks.items() if m},
-                                warnings) for t in PLAN_TIERS}
-    for name in ("naive", "seasonal_naive"):
-        results[name] = pl.tier_forecasts(prep, cfg, name, seed)
-    fc = pl.assemble_forecasts(prep, results)
-    for s in todo:
-        for msg in fallbacks.get(s, []):
-            if msg not in fc.fallbacks.setdefault(s, []):
-                fc.fallbacks[s].append(msg)
-    scores = pl.backtest_stage(prep, fc)
-    outcomes = pl.search_stage(prep, fc, cfg, seed)
+    fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo))
     run_id = f"airflow-{key}-s{seed}"
-    plans = pl.build_plans(prep, fc, outcomes, run_id)
-    run = {"run_id": run_id, "seed": seed, "logical_date": key, "started_at": t0.isoformat(), "source": "store",
-           "forecast_runs": {t: latest[t][0] for t in PLAN_TIERS}, "versions": pl.versions(),
-           "coverage_target": cfg.plan.coverage_target, "n_calls": cfg.plan.n_calls}
-    report = pl.build_report(run, prep, fc, scores, outcomes, plans)
-    report["missing"] = missing
+    run = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
+                  duration_s=round(time.perf_counter() - c0, 3), forecast_runs={t: latest[t][0] for t in PLAN_TIERS},
+                  versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
     out = store.root / "plans" / key
-    files = pl.export_stage(out, report, plans, fc, outcomes, prep, cfg, None)
+    report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing)
     problems = check_manifests(out, cfg.export)
     if problems:
         raise JobError(f"manifests in {out} failed checks: {problems}")
-    import shutil
-
-    with atomic.replace_dir(store.run_dir(run_id)) as tmp:
-        shutil.copytree(out, tmp, dirs_exist_ok=True)
-    store.mark_latest(run_id)
-    return {"run_id": run_id, "out": str(out), "planned": sorted(plans_ids(plans)), "missing": missing,
-            "files": files}
+    store.save_run(out, run_id)
+    return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
+            "files": report.run.files}
 
 
 def missing_series(expected: list[str], stored: set[str], latest: dict[str, tuple[str, dict]]) -> dict[str, str]:
@@ -391,10 +333,6 @@ def missing_series(expected: list[str], stored: set[str], latest: dict[str, tupl
         if gone:
             missing[sid] = "no forecast from tier " + ", ".join(f"{t} (run {latest[t][0]})" for t in gone)
     return missing
-
-
-def plans_ids(plans) -> list[str]:
-    return [p.series_id for p in plans]
 
 
 def check_manifests(out: Path, settings=None) -> list[str]:

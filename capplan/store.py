@@ -7,6 +7,17 @@ Layout under the store root (default ``.capplan/store``)::
     runs/<run-id>/                   one folder per run: report.json, forecasts.parquet,
                                      trials.parquet, replay.parquet, manifests/ ...
     runs/LATEST                      the id of the last complete run
+    forecasts/<tier>/<key>/<series-key>.parquet
+                                     one tier's plan forecast of one series (forecast contract),
+                                     written by a scheduled forecast job for run key ``<key>``
+    forecasts/<tier>/<key>/<series-key>.backtest.parquet
+                                     its rolling-origin forecasts over the tuning and evaluation
+                                     windows (what the policy search replays)
+    forecasts/<tier>/<key>/<series-key>.json
+                                     fallbacks, warnings, data range, versions
+    forecasts/<tier>/<key>/_manifest.json
+                                     series ok / missing in that run (written last)
+    forecasts/<tier>/LATEST          the last key whose manifest is complete
 
 ``<series-key>`` is the series id percent-encoded (``train/vc6YE`` ->
 ``train%2Fvc6YE``), so ids never escape the folder. Every file is written
@@ -17,8 +28,10 @@ version.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import shutil
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -112,3 +125,66 @@ class Store:
         if not self.runs_dir.exists():
             return []
         return sorted(p.name for p in self.runs_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def save_run(self, folder: str | os.PathLike, run_id: str) -> Path:
+        """Copy a finished output folder into ``runs/<run_id>/`` (swapped in whole)
+        and mark it LATEST. Returns the run folder."""
+        with atomic.replace_dir(self.run_dir(run_id)) as tmp:
+            shutil.copytree(folder, tmp, dirs_exist_ok=True)
+        self.mark_latest(run_id)
+        return self.run_dir(run_id)
+
+    # -- per-tier forecasts (scheduled jobs) ---------------------------------------------
+    def forecast_dir(self, tier: str, key: str) -> Path:
+        """``forecasts/<tier>/<key>/``."""
+        return self.root / "forecasts" / tier / key
+
+    def write_tier_forecast(self, tier: str, key: str, series_id: str, rolling: pd.DataFrame, final: pd.DataFrame,
+                            doc: dict) -> None:
+        """Write one series' forecasts of one tier (rolling, plan, then the JSON document), each atomically."""
+        from capplan import jsonout
+
+        d, k = self.forecast_dir(tier, key), series_key(series_id)
+        atomic.write_parquet(d / f"{k}.backtest.parquet", rolling)
+        atomic.write_parquet(d / f"{k}.parquet", final)
+        atomic.write_text(d / f"{k}.json", jsonout.dumps(doc, indent=2) + "\n")
+
+    def read_tier_forecast(self, tier: str, key: str, series_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+        """``(rolling, plan forecast, document)`` of one series written by :meth:`write_tier_forecast`.
+
+        Raises FileNotFoundError when that series has no forecast in that run.
+        """
+        d, k = self.forecast_dir(tier, key), series_key(series_id)
+        return (pd.read_parquet(d / f"{k}.backtest.parquet"), pd.read_parquet(d / f"{k}.parquet"),
+                json.loads((d / f"{k}.json").read_text()))
+
+    def record_forecasts(self, tier: str, key: str, ok: list[str], expected: list[str]) -> dict:
+        """Close a tier's run: remove files of series not in ``ok``, write
+        ``_manifest.json`` (series ok / missing) and point ``forecasts/<tier>/LATEST`` at ``key``.
+        Returns the manifest."""
+        from capplan import jsonout
+
+        d = self.forecast_dir(tier, key)
+        d.mkdir(parents=True, exist_ok=True)
+        ok = sorted(set(ok))
+        keep = {series_key(s) for s in ok}
+        for p in d.iterdir():
+            stem = p.name.split(".")[0]
+            if not p.name.startswith("_") and not p.name.startswith(".") and stem not in keep:
+                p.unlink()
+        doc = {"tier": tier, "logical_date": key, "ok": ok, "missing": sorted(set(expected) - set(ok)),
+               "written_at": dt.datetime.now(dt.timezone.utc).isoformat()}
+        atomic.write_text(d / "_manifest.json", jsonout.dumps(doc, indent=2) + "\n")
+        atomic.write_text(d.parent / "LATEST", key + "\n")
+        return doc
+
+    def latest_forecasts(self, tier: str) -> tuple[str, dict] | None:
+        """``(key, manifest)`` of a tier's latest complete run, or None."""
+        p = self.root / "forecasts" / tier / "LATEST"
+        if not p.exists():
+            return None
+        key = p.read_text().strip()
+        m = self.forecast_dir(tier, key) / "_manifest.json"
+        if not m.exists():
+            return None
+        return key, json.loads(m.read_text())

@@ -3,9 +3,9 @@
 The dashboard imports ``capplan`` only (DESIGN.md layering), so this module is
 its door to the replay simulator. It rebuilds, from a run folder, the same
 replay input the pipeline used for the **evaluation window** — demand from
-``history.parquet`` and the rolling forecasts from ``backtest.parquet``, passed
-through :func:`capplan.pipeline.replay_input` — and replays any policy on it
-with :func:`optimizer.replay.replay_training` / ``replay_inference``. With the
+``history.parquet`` and the combined rolling forecasts from ``backtest.parquet``,
+passed through :func:`optimizer.inputs.replay_input` — and replays any policy on it
+with :class:`optimizer.tuning.PolicyReplay` (the pipeline's own dispatch). With the
 run's recommended parameters it reproduces the run's recorded figures (checked
 by :attr:`WhatIf.reproduces`), so a change of a slider is compared like with like.
 
@@ -26,19 +26,20 @@ import numpy as np
 import pandas as pd
 
 from capplan.config import CapplanConfig
-from capplan.pipeline import Forecasts, Prepared, replay_input
+from capplan.report import Report, SeriesReport
 from forecasting.types import SeriesMeta
-from optimizer import baseline as base
-from optimizer.policy import InferenceParams, Metrics, TrainingParams
-from optimizer.replay import ReplayInput, replay_inference, replay_training
+from optimizer.inputs import replay_input
+from optimizer.policy import Metrics
+from optimizer.replay import ReplayInput
+from optimizer.tuning import PolicyReplay
 
 METRIC_KEYS = ("cost_usd", "coverage", "idle_ratio", "unmet", "scale_events", "p95_utilization")
 
 
-def _meta(report_series: dict, sid: str, source: str, store_root: str | None) -> SeriesMeta:
+def _meta(report_series: SeriesReport, sid: str, source: str, store_root: str | None) -> SeriesMeta:
     """Series metadata: the report's kind/unit/GPU model, overlaid with what the
     source knows beyond it (``gpus_per_replica``, ``quota_gpus``, timezone)."""
-    meta = {k: report_series[k] for k in ("kind", "unit", "gpu_model") if k in report_series}
+    meta = {k: getattr(report_series, k) for k in ("kind", "unit", "gpu_model")}
     extra: dict = {}
     try:
         if source == "sample":
@@ -74,22 +75,17 @@ class WhatIf:
 
         Raises pydantic.ValidationError for parameters out of bounds.
         """
-        pc = self.cfg.plan
-        if self.kind == "training":
-            m, s = replay_training(self.inp, TrainingParams(**params), pc.interruption_rate, pc.recovery_s,
-                                   pc.queue_unmet, self.seed)
-        else:
-            m, s = replay_inference(self.inp, InferenceParams(**params), pc.cold_start_s)
+        pr = self._replay()
+        m, s = pr.replay(pr.params(params), self.inp)
         return m, self._frame(s["provisioned"])
 
     def baseline(self) -> tuple[Metrics, pd.DataFrame]:
         """The seeds' rules of thumb on the same window."""
-        pc = self.cfg.plan
-        if self.kind == "training":
-            m, s = base.training_baseline(self.inp, pc.interruption_rate, pc.recovery_s, pc.queue_unmet, self.seed)
-        else:
-            m, s = base.inference_baseline(self.inp, pc.cold_start_s)
+        m, s = self._replay().baseline(self.inp)
         return m, self._frame(s["provisioned"])
+
+    def _replay(self) -> PolicyReplay:
+        return PolicyReplay(self.kind, self.cfg.plan.search_settings(), self.seed)
 
     def _frame(self, provisioned: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame({"timestamp": self.inp.times, "demand": self.inp.demand, "provisioned": provisioned})
@@ -114,25 +110,18 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     """
     run_dir = Path(run_dir)
     cfg = cfg or CapplanConfig()
-    report = json.loads((run_dir / "report.json").read_text())
-    s = report["series"][series_id]
-    meta = _meta(s, series_id, report["run"].get("source", ""), store_root)
+    report = Report.load(run_dir)
+    s = report.series[series_id]
+    meta = _meta(s, series_id, report.run.source, store_root)
     hist = pd.read_parquet(run_dir / "history.parquet")
     hist = hist[hist["series_id"] == series_id].sort_values("timestamp").reset_index(drop=True)
     bt = pd.read_parquet(run_dir / "backtest.parquet")
-    bt = bt[bt["series_id"] == series_id]
-    rolling = {t: g.reset_index(drop=True) for t, g in bt.groupby("tier")}
-    empty = bt.iloc[:0]
-    for t in ("hourly", "daily", "weekly"):
-        rolling.setdefault(t, empty)
-    prep = Prepared(h5=hist, h1=hist.iloc[:0], meta={series_id: meta}, windows={}, report=None)
-    fc = Forecasts(rolling=rolling, final=empty, final_tiers={}, fallbacks={}, warnings={})
-    start, end = (pd.Timestamp(x) for x in s["windows"]["evaluation"])
-    inp, _ = replay_input(prep, fc, series_id, start, end, cfg)
-    params = dict(s["recommended"].get("params") or {})
-    recorded = {"recommended": {k: s["recommended"].get(k) for k in METRIC_KEYS},
-                "baseline": {k: s["baseline"].get(k) for k in METRIC_KEYS}}
-    return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, int(report["run"].get("seed", 0)), params, recorded)
+    comb = bt[(bt["series_id"] == series_id) & (bt["tier"] == "combined")].reset_index(drop=True)
+    start, end = (pd.Timestamp(x) for x in s.windows.evaluation)
+    inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end)
+    recorded = {"recommended": {k: getattr(s.recommended, k) for k in METRIC_KEYS},
+                "baseline": {k: getattr(s.baseline, k) for k in METRIC_KEYS}}
+    return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, report.run.seed, dict(s.recommended.params), recorded)
 
 
 def metrics_dict(m: Metrics) -> dict:

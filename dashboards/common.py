@@ -99,7 +99,11 @@ def current_run(stop_if_none: bool = True) -> RunCtx | None:
 # -- data (cached on hashable keys) ------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=32)
 def report(run_dir: str, mtime: float) -> dict:
-    return json.loads((Path(run_dir) / "report.json").read_text())
+    """The run's ``report.json``, read through the typed model (:class:`capplan.report.Report`,
+    so a document of another shape fails here, not deep in a page), as its JSON dict."""
+    from capplan.report import Report
+
+    return json.loads(Report.load(run_dir).to_json())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -1,4 +1,12 @@
-"""History in, forecasts out: regularising, the three tiers, calendars,
-combining and backtests. This package imports nothing of capplan's and does no
-network I/O.
+"""History in, forecasts out.
+
+Owns regularising, the three tiers (:mod:`forecasting.tiers`), calendars,
+backtests and metrics, lead buckets (:mod:`forecasting.buckets`), combining
+(:mod:`forecasting.combination`), calibrating (:mod:`forecasting.calibration`), the
+backtest peers (:mod:`forecasting.peers`), assembling the
+combined forecasts (:mod:`forecasting.assemble`), forecast bounds
+(:mod:`forecasting.bounds`) and the model registry with its reuse rule
+(:mod:`forecasting.registry`, :mod:`forecasting.reuse`).
+
+Imports nothing of ``capplan`` or ``optimizer`` and does no network I/O.
 """

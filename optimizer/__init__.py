@@ -1,5 +1,11 @@
-"""Forecasts in, policies out: price book, HPA algorithm, replay simulator,
-Bayesian policy search, policy model and manifest writers.
+"""Forecasts in, policies out.
 
-May import :mod:`forecasting`'s types; never imports :mod:`capplan`.
+Owns the price book, the HPA algorithm, the replay simulator and its inputs
+(:mod:`optimizer.inputs`), the baseline, the Bayesian search and per-series
+tuning (:mod:`optimizer.tuning`) with its settings (:mod:`optimizer.settings`),
+plan arithmetic (:mod:`optimizer.plan`), the policy model and the manifest
+writers (:mod:`optimizer.exporters`).
+
+May import :mod:`forecasting`'s types; never imports :mod:`capplan`
+(``capplan.config`` subclasses the settings models defined here).
 """

@@ -287,7 +287,9 @@ def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
 def test_record_forecasts_keeps_exactly_the_successful_set(tmp_path):
     cfg = tmp_path / "capplan.yaml"
     cfg.write_text("store: store\n")
-    d = jobs.tier_dir(tmp_path / "store", "daily", LD)
+    from capplan.store import Store
+
+    d = Store(tmp_path / "store").forecast_dir("daily", LD)
     d.mkdir(parents=True)
     for key in ("train%2Fa", "train%2Fb"):  # b: left over from an earlier try of the same logical date
         for suffix in (".parquet", ".backtest.parquet", ".json"):
@@ -297,7 +299,7 @@ def test_record_forecasts_keeps_exactly_the_successful_set(tmp_path):
     assert doc["ok"] == ["train/a"] and doc["missing"] == ["train/b"]
     assert sorted(os.listdir(d)) == ["_manifest.json", "train%2Fa.backtest.parquet", "train%2Fa.json",
                                      "train%2Fa.parquet"]
-    key, man = jobs.latest_forecasts(tmp_path / "store", "daily")
+    key, man = Store(tmp_path / "store").latest_forecasts("daily")
     assert key == LD and man["missing"] == ["train/b"]
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from forecasting import calibration, combination
-from forecasting.combination import hedge_weights
 from forecasting.backtest import summarise
+from forecasting.combination import hedge_weights
 from forecasting.types import QCOLS, sanitise_quantiles
 
 STEP = pd.Timedelta("5min")
@@ -253,7 +253,7 @@ def test_strict_json_turns_non_finite_numbers_into_null():
 
 
 def test_rolling_forecasts_are_bounded_by_the_history_known_at_their_origin():
-    from capplan.pipeline import _sanitise_rolling
+    from forecasting.bounds import sanitise_rolling
 
     a = actual_series(np.r_[np.zeros(288 * 2), np.full(288 * 2, 40.0)])
     h5 = pd.DataFrame({"series_id": "s", "timestamp": a.index, "value": a.to_numpy()})
@@ -261,7 +261,7 @@ def test_rolling_forecasts_are_bounded_by_the_history_known_at_their_origin():
     def big(hist, o, k):
         return np.tile([500.0, 600.0, 700.0, 800.0], (k, 1))
 
-    out = _sanitise_rolling(rolling(a, big, every="4h", lead_steps=12), h5)
+    out = sanitise_rolling(rolling(a, big, every="4h", lead_steps=12), h5)
     before = out[out["issued_at"] < a.index[288 * 2]]
     after = out[out["issued_at"] >= a.index[288 * 2]]
     assert len(before) and (before[list(QCOLS)].to_numpy() == 0).all()  # nothing seen yet: nothing forecast

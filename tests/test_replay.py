@@ -184,9 +184,9 @@ def test_hourly_topup_is_paid_on_demand_and_counted_as_scale_events():
 
 def test_training_replay_sees_only_forecasts_issued_before_each_hour_day_and_week():
     """Change every forecast issued at or after T: no decision for a step before T may change."""
-    from capplan.config import CapplanConfig
-    from capplan.pipeline import Forecasts, Prepared, replay_input
     from forecasting.types import SeriesMeta
+    from optimizer.inputs import replay_input
+    from optimizer.prices import default_price_book
 
     sid = "train/x"
     times = pd.date_range("2024-01-01", periods=3 * 288, freq="5min", tz="UTC")
@@ -205,9 +205,7 @@ def test_training_replay_sees_only_forecasts_issued_before_each_hour_day_and_wee
     leak.loc[leak["issued_at"] >= T, list(QCOLS)] *= 10
 
     def replay(c):
-        prep = Prepared(h5=h5, h1=h5.iloc[:0], meta={sid: SeriesMeta(kind="training")}, windows={}, report=None)
-        fc = Forecasts(rolling={"combined": c}, final=c.iloc[:0], final_tiers={}, fallbacks={}, warnings={})
-        i, _ = replay_input(prep, fc, sid, start, end, CapplanConfig())
+        i, _ = replay_input(h5, c, SeriesMeta(kind="training"), default_price_book(), start, end)
         p = TrainingParams(reservation_ratio=0.5, quantile="p90", headroom=1.0, spot_fraction=0.3,
                            topup_quantile="p95", topup_headroom=1.2)
         return i, replay_training(i, p, 0.0)[1]
@@ -279,14 +277,15 @@ def test_daily_coverage_objective_punishes_misses_bunched_on_one_day():
 
 
 def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
-    from capplan.pipeline import SearchTask, search_one
+    from optimizer.settings import SearchSettings
+    from optimizer.tuning import SearchTask, search_one
 
     def zero_inp(demand):
         return _flat(inp(demand), 0.0, 0.0, np.zeros(len(demand)))
 
     tune = zero_inp(np.zeros(2016))
     evalw = zero_inp(np.r_[np.zeros(1000), np.full(1016, 3.0)])
-    task = SearchTask("train/idle", "training", tune, evalw, {"n_calls": 6, "random_search": False}, 0, [])
+    task = SearchTask("train/idle", "training", tune, evalw, SearchSettings(n_calls=6, random_search=False), 0, [])
     a, b = search_one(task), search_one(task)
     assert a.params == b.params
     assert a.params["topup_quantile"] != "none"  # the safest of the tied policies reacts each hour

@@ -9,10 +9,10 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan import jsonout
 from capplan.config import load_config
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
+from capplan.report import Report
 
 
 class Format(str, Enum):
@@ -24,22 +24,22 @@ def _pct(x):
     return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
 
 
-def render_table(report: dict) -> Table:
-    """Per-series table: recommended vs baseline on the evaluation window."""
+def render_table(report: Report) -> Table:
+    """Per-series table: recommended vs baseline on the evaluation window (:class:`capplan.report.Report`)."""
     t = Table(title="capplan plan — evaluation window (never seen by the search)", show_lines=False)
     for col in ("series", "kind", "policy", "cost USD", "coverage", "idle ratio", "unmet", "saving", "notes"):
         t.add_column(col, justify="right" if col in ("cost USD", "coverage", "idle ratio", "unmet", "saving") else "left",
                      no_wrap=col in ("series", "policy"))
-    for sid, s in report["series"].items():
-        r, b = s["recommended"], s["baseline"]
-        saving = (1 - r["cost_usd"] / b["cost_usd"]) if b["cost_usd"] else float("nan")
-        unit = "GPU-h" if s["unit"] == "gpu" else "replica-h"
-        t.add_row(sid, s["kind"], "recommended", f"{r['cost_usd']:,.0f}", _pct(r["coverage"]), _pct(r["idle_ratio"]),
-                  f"{r['unmet']:,.1f} {unit}", _pct(saving),
-                  f"{len(s['fallbacks'])} fallbacks" + ("; [yellow]see warnings[/yellow]" if any(
-                      w.startswith("policy:") for w in s.get("warnings", [])) else ""))
-        t.add_row("", "", "baseline", f"{b['cost_usd']:,.0f}", _pct(b["coverage"]), _pct(b["idle_ratio"]),
-                  f"{b['unmet']:,.1f} {unit}", "", "")
+    for sid, s in report.series.items():
+        r, b = s.recommended, s.baseline
+        saving = (1 - r.cost_usd / b.cost_usd) if b.cost_usd else float("nan")
+        unit = "GPU-h" if s.unit == "gpu" else "replica-h"
+        t.add_row(sid, s.kind, "recommended", f"{r.cost_usd:,.0f}", _pct(r.coverage), _pct(r.idle_ratio),
+                  f"{r.unmet:,.1f} {unit}", _pct(saving),
+                  f"{len(s.fallbacks)} fallbacks" + ("; [yellow]see warnings[/yellow]" if any(
+                      w.startswith("policy:") for w in s.warnings) else ""))
+        t.add_row("", "", "baseline", f"{b.cost_usd:,.0f}", _pct(b.coverage), _pct(b.idle_ratio),
+                  f"{b.unmet:,.1f} {unit}", "", "")
     return t
 
 
@@ -78,11 +78,11 @@ def register(app: typer.Typer) -> None:
         report = run_plan(source, cfg, out_dir, series=series, seed=seed, timezone=timezone, progress=progress,
                           store=Store(cfg.store))
         if fmt is Format.json:
-            typer.echo(jsonout.dumps(report))
+            typer.echo(report.to_json())
         else:
             out.print(render_table(report))
-            for sid, s in report["series"].items():
-                for w in s.get("warnings", []):
+            for sid, s in report.series.items():
+                for w in s.warnings:
                     if w.startswith("policy:"):
                         out.print(f"[yellow]warning[/yellow] {sid}: {w}", highlight=False)
-            out.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in {report['run']['duration_s']:.0f} s")
+            out.print(f"wrote {out_dir}/ ({len(report.run.files)} files) in {report.run.duration_s:.0f} s")

@@ -1,0 +1,195 @@
+"""The run report: a typed model of ``report.json`` (in the spirit of krr's ``Result``).
+
+:func:`build_report` assembles it from the stage outputs; the CLI table,
+``capplan plan --format json``, the Airflow plan job and the dashboard all
+read this one model (:meth:`Report.load` reads a run's ``report.json``). Its
+JSON schema is generated from the model and published in
+``schemas/report.schema.json`` (``python -m capplan.report > schemas/report.schema.json``;
+a test keeps the published file in step).
+
+Units: money in USD, ``coverage`` and ``idle_ratio`` are ratios 0–1,
+``unmet`` in GPU-hours (training) or replica-hours (inference), times ISO 8601
+UTC. A figure that is undefined on its window (e.g. coverage with no observed
+demand) is ``null``. Adding a field: declare it here (with a description),
+fill it in :func:`build_report`, then regenerate the schema.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from capplan import jsonout
+
+VERSIONED_LIBS = ("capplan", "pandas", "numpy", "statsmodels", "prophet", "tensorflow-cpu", "keras",
+                  "scikit-optimize", "pyarrow")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class PolicyMetrics(_Model):
+    """One policy replayed on the evaluation window (:class:`optimizer.policy.Metrics`)."""
+
+    cost_usd: float | None = Field(description="USD over the window")
+    coverage: float | None = Field(description="share of steps with provisioned >= demand (0-1)")
+    idle_ratio: float | None = Field(description="sum(max(provisioned - demand, 0)) / sum(provisioned) (0-1)")
+    unmet: float | None = Field(description="sum(max(demand - provisioned, 0)), GPU-hours or replica-hours")
+    scale_events: int = 0
+    p95_utilization: float | None = 0.0
+
+    @classmethod
+    def of(cls, m) -> "PolicyMetrics | None":
+        """From :class:`optimizer.policy.Metrics` (None stays None)."""
+        if m is None:
+            return None
+        return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization)
+
+
+class RecommendedMetrics(PolicyMetrics):
+    """The tuned policy's figures and its parameters (:mod:`optimizer.policy`)."""
+
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Windows(_Model):
+    """``[first, last]`` timestamps of each window (inclusive)."""
+
+    training: tuple[str, str]
+    tuning: tuple[str, str]
+    evaluation: tuple[str, str]
+
+
+class ModelScores(_Model):
+    """Backtest scores of one model: MASE over every lead, and per lead band
+    (``1h``, ``24h``, ``7d``, ``all``) the figures of :func:`forecasting.backtest.score`."""
+
+    mase: float | None
+    bands: dict[str, dict[str, int | float | None]]
+
+
+class SeriesReport(_Model):
+    """Everything the run says about one series."""
+
+    kind: str
+    unit: str
+    gpu_model: str
+    windows: Windows
+    evaluation_window: tuple[str, str] = Field(description="the evaluation window again (never seen by the search)")
+    baseline: PolicyMetrics
+    recommended: RecommendedMetrics
+    random_search: PolicyMetrics | None = None
+    tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
+    backtest: dict[str, ModelScores] = Field(default_factory=dict)
+    plan: dict[str, Any] = Field(default_factory=dict, description="capacity per lead time (optimizer.plan)")
+    fallbacks: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
+
+
+class RunInfo(_Model):
+    """The run: identity, inputs, versions and timings."""
+
+    run_id: str
+    seed: int
+    started_at: str
+    duration_s: float | None = None
+    source: str
+    versions: dict[str, str] = Field(default_factory=dict)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    coverage_target: float
+    n_calls: int
+    models: dict[str, Any] = Field(default_factory=dict, description="per tier: models reused / fitted, versions")
+    files: list[str] = Field(default_factory=list)
+    logical_date: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                                     description="Airflow runs: the logical date's key")
+    forecast_runs: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None,
+                                                 description="Airflow runs: tier -> forecast run used")
+
+
+class Report(_Model):
+    """``report.json``."""
+
+    run: RunInfo
+    series: dict[str, SeriesReport] = Field(default_factory=dict)
+    missing: dict[str, str] = Field(default_factory=dict,
+                                    description="series left out of the plan, with the reason (Airflow runs)")
+
+    def to_json(self, indent: int | None = None) -> str:
+        """Strict JSON (non-finite floats as null; :mod:`capplan.jsonout`)."""
+        return jsonout.dumps(self.model_dump(), indent=indent)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Report":
+        """Read ``report.json`` (a file, or a run folder holding one).
+
+        Raises FileNotFoundError, or pydantic.ValidationError for a document of another shape.
+        """
+        p = Path(path)
+        if p.is_dir():
+            p = p / "report.json"
+        return cls.model_validate(json.loads(p.read_text()))
+
+
+def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: list, coverage_target: float,
+                 missing: dict[str, str] | None = None) -> Report:
+    """Assemble the report from the stages' outputs.
+
+    ``prep`` / ``fc``: :class:`capplan.containers.Prepared` / ``Forecasts``;
+    ``scores``: the backtest stage's ``{series: {model: {band: figures}}}``;
+    ``outcomes``: :class:`optimizer.tuning.SearchOutcome` per series; ``plans``:
+    :class:`optimizer.policy.SeriesPlan` list; ``coverage_target``: the
+    configured target the policy warnings compare against
+    (:func:`optimizer.tuning.policy_warnings`).
+    """
+    from forecasting.assemble import STEP
+    from optimizer.tuning import policy_warnings
+
+    series = {}
+    for pl in plans:
+        sid = pl.series_id
+        w = prep.windows[sid]
+        oc = outcomes[sid]
+        sc = scores.get(sid, {})
+        ev = tuple(w.as_list())
+        series[sid] = SeriesReport(
+            kind=pl.kind, unit=pl.unit, gpu_model=pl.gpu_model,
+            windows=Windows(training=(w.start.isoformat(), (w.tune_start - STEP).isoformat()),
+                            tuning=(w.tune_start.isoformat(), (w.eval_start - STEP).isoformat()), evaluation=ev),
+            evaluation_window=ev,
+            baseline=PolicyMetrics.of(oc.baseline),
+            recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended).model_dump(), params=oc.params),
+            random_search=PolicyMetrics.of(oc.random),
+            tuning=oc.tuning,
+            backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
+            plan=pl.plan,
+            fallbacks=pl.fallbacks,
+            warnings=policy_warnings(oc, coverage_target) + fc.warnings.get(sid, [])[:10],
+            combination=fc.combination.get(sid, {}),
+        )
+    run = run.model_copy(update={"models": fc.models})
+    return Report(run=run, series=series, missing=missing or {})
+
+
+def versions() -> dict[str, str]:
+    """Versions of the libraries that shape the numbers."""
+    from forecasting.registry import library_versions
+
+    return {"python": platform.python_version(), **library_versions(VERSIONED_LIBS)}
+
+
+def schema() -> dict:
+    """The JSON schema of ``report.json`` (published as ``schemas/report.schema.json``)."""
+    s = Report.model_json_schema()
+    s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return s
+
+
+if __name__ == "__main__":
+    print(json.dumps(schema(), indent=2, sort_keys=True))

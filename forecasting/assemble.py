@@ -1,0 +1,81 @@
+"""Combination assembly: every model's forecasts of a series in, the combined forecasts out.
+
+For each series, from the rolling-origin forecasts of :data:`ROLLING_MODELS`
+and their 7-day plan forecasts (forecast frames on the 5-minute grid):
+
+* **rolling**: each origin is combined with exponentially weighted loss weights
+  from the rows realised before it (:func:`forecasting.combination.combine_online`)
+  and calibrated online (adaptive split conformal,
+  :func:`forecasting.calibration.calibrate_online`), so no origin sees its own or
+  any later actual;
+* **plan**: the weights at the last observation and the offsets of the last
+  :data:`forecasting.calibration.CAL_WINDOW` of realised rows, applied to the
+  plan forecasts and laid on a full :data:`PLAN_STEPS` grid after the last point.
+
+Both are bounded (:mod:`forecasting.bounds`). Imports nothing of ``capplan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from forecasting import calibration, combination
+from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
+from forecasting.types import FORECAST_COLUMNS, QCOLS
+
+STEP = pd.Timedelta("5min")
+PLAN_STEPS = 2016  # 7 days of 5-minute steps
+ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive")
+
+
+@dataclass
+class Assembled:
+    """``rolling``: the combined rolling forecasts (``tier == "combined"``); ``final``:
+    the combined 7-day plan forecast; ``combination``: per series, how both were
+    made (:func:`forecasting.combination.combination_report`: ``method``, ``calibration``,
+    ``members`` per lead bucket, ``rolling``, ``final``)."""
+
+    rolling: pd.DataFrame
+    final: pd.DataFrame
+    combination: dict[str, dict] = field(default_factory=dict)
+
+
+def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
+             finals: dict[str, pd.DataFrame]) -> Assembled:
+    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combination`,
+    :mod:`forecasting.calibration`).
+
+    ``h5``: the history frame (5-minute grid); ``series_ids``: the series to
+    combine; ``rolling[model]`` / ``finals[model]``: forecast frames of every
+    model of :data:`ROLLING_MODELS` (other keys are ignored).
+
+    Raises KeyError when a model of :data:`ROLLING_MODELS` is missing.
+    """
+    upper = upper_by_series(h5)
+    actuals = {sid: pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+               for sid, g in h5.groupby("series_id")}
+    combos, comb, out = {}, [], []
+    last5 = h5.groupby("series_id")["timestamp"].max()
+    for sid in series_ids:
+        per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
+        last = last5[sid]
+        c, mean_w = combination.combine_online(per, actuals[sid], sid)
+        levels: dict[str, list[float]] = {}
+        comb.append(sanitise_rolling(calibration.calibrate_online(c, actuals[sid], levels_out=levels), h5))
+        final_spec = combination.learn_combination(per, actuals[sid])
+        # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
+        final_off = calibration.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],
+                                                  last - calibration.CAL_WINDOW, levels=levels)
+        combos[sid] = combination.combination_report(final_spec, mean_w, final_off, levels)
+        per_final = {n: finals[n][finals[n]["series_id"] == sid] for n in ROLLING_MODELS}
+        c = combination.apply_combination(per_final, final_spec, sid)
+        c = calibration.apply_calibration(c, final_off)
+        grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
+        c = c.set_index("timestamp").reindex(grid)
+        c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
+        c = c.rename_axis("timestamp").reset_index()
+        c["series_id"], c["tier"], c["issued_at"] = sid, "combined", last
+        out.append(sanitise(c[FORECAST_COLUMNS], upper))
+    return Assembled(pd.concat(comb, ignore_index=True), pd.concat(out, ignore_index=True), combos)

@@ -1,0 +1,110 @@
+"""Search and replay settings (the ``plan:`` section of ``capplan.yaml``, less the windows).
+
+``capplan.config.PlanConfig`` subclasses :class:`SearchSettings`, as
+``ExportConfig`` subclasses :class:`optimizer.exporters.settings.ExportSettings`,
+so the optimizer layer never imports ``capplan``.
+
+Search bounds are typed (:class:`TrainingBounds`, :class:`InferenceBounds`):
+only the known parameter names, a numeric range is two numbers ``[low, high]``
+with ``low < high`` inside the policy model's own limits
+(:mod:`optimizer.policy`), and a quantile choice is a non-empty list of known
+labels. A bad bound fails at config load (exit 2), not inside the search.
+Units: ratios 0–1, seconds ``*_s``, percentages ``*_percent``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.policy import InferenceParams, TrainingParams
+
+Quantile = Literal["p50", "p90", "p95", "p99"]
+QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
+
+
+def _limits(model: type[BaseModel], name: str) -> tuple[float, float]:
+    """The ``[low, high]`` a policy model's field allows (from its ``Field(ge=..., le=...)``)."""
+    lo, hi = float("-inf"), float("inf")
+    for m in model.model_fields[name].metadata:
+        if isinstance(m, (Ge, Gt)):
+            lo = float(m.ge if isinstance(m, Ge) else m.gt)
+        elif isinstance(m, (Le, Lt)):
+            hi = float(m.le if isinstance(m, Le) else m.lt)
+    return lo, hi
+
+
+class _Bounds(BaseModel):
+    """Shared check: every range is ``low < high`` within the policy model's limits."""
+
+    model_config = ConfigDict(extra="forbid")
+    _params: type[BaseModel] = TrainingParams
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for name in type(self).model_fields:
+            v = getattr(self, name)
+            if not isinstance(v, tuple):
+                continue
+            lo, hi = v
+            if not lo < hi:
+                raise ValueError(f"{name}: low {lo} must be below high {hi}")
+            a, b = _limits(self._params, name)
+            if lo < a or hi > b:
+                raise ValueError(f"{name}: [{lo}, {hi}] is outside what the policy allows [{a:g}, {b:g}]")
+        return self
+
+    def as_dict(self) -> dict:
+        """Only the bounds that were set (the search spaces' defaults fill the rest)."""
+        return self.model_dump(exclude_none=True)
+
+
+class TrainingBounds(_Bounds):
+    """Search ranges for training pools (:func:`optimizer.search.training_space`); unset = its default."""
+
+    _params = TrainingParams
+    reservation_ratio: tuple[float, float] | None = None
+    headroom: tuple[float, float] | None = None
+    spot_fraction: tuple[float, float] | None = None
+    topup_headroom: tuple[float, float] | None = None
+    quantile: list[Quantile] | None = Field(default=None, min_length=1)
+    topup_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
+
+
+class InferenceBounds(_Bounds):
+    """Search ranges for inference services (:func:`optimizer.search.inference_space`); unset = its default.
+    ``max_replicas`` is one number (fixed, not searched)."""
+
+    _params = InferenceParams
+    target_utilization: tuple[float, float] | None = None
+    scale_up_window_s: tuple[int, int] | None = None
+    scale_down_window_s: tuple[int, int] | None = None
+    scale_up_percent: tuple[int, int] | None = None
+    scale_down_percent: tuple[int, int] | None = None
+    min_replicas: tuple[int, int] | None = None
+    prescale_lead_s: tuple[int, int] | None = None
+    prescale_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
+    max_replicas: int | None = Field(default=None, ge=1)
+
+
+class SearchSettings(BaseModel):
+    """Policy search and replay options (see :mod:`optimizer.search` for the objective)."""
+
+    model_config = ConfigDict(extra="forbid")
+    coverage_target: float = Field(default=0.95, gt=0, le=1)
+    penalty: float = Field(default=0.5, ge=0)
+    coverage_margin: float = Field(default=0.03, ge=0, le=0.2,
+                                   description="added to coverage_target while tuning (a safety margin)")
+    coverage_objective: Literal["window", "daily"] = Field(
+        default="window", description="what the search penalises: the tuning window's coverage shortfall, or the "
+        "mean of each day's shortfall (stricter under level shifts, costlier; see optimizer.search)")
+    n_calls: int = Field(default=30, ge=4)
+    interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
+    recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
+    cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
+    queue_unmet: bool = False
+    random_search: bool = True
+    training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)
+    inference_bounds: InferenceBounds = Field(default_factory=InferenceBounds)
