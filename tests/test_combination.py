@@ -217,9 +217,22 @@ def test_adaptive_level_recovers_coverage_after_the_noise_grows():
         late = cal[(cal["issued_at"] >= shift + pd.Timedelta("2D")) & (cal["issued_at"] < shift + pd.Timedelta("7D"))]
         return float((a.reindex(pd.DatetimeIndex(late["timestamp"])).to_numpy() <= late["p95"].to_numpy()).mean())
 
-    plain, adaptive = cov_after(calibration.calibrate_online(f, a, gamma=0.0)), cov_after(calibration.calibrate_online(f, a))
+    plain = cov_after(calibration.calibrate_online(f, a, gamma=0.0, borrow=None))
+    adaptive = cov_after(calibration.calibrate_online(f, a, borrow=None))
     assert plain < 0.9
     assert adaptive > plain + 0.03
+    # the first bucket's recent errors, scaled by lead time, reach the longer buckets sooner
+    borrowed = cov_after(calibration.calibrate_online(f, a, gamma=0.0))
+    assert borrowed > plain + 0.01
+
+
+def test_short_lead_errors_are_scaled_by_the_square_root_of_the_lead_ratio():
+    from forecasting.buckets import BUCKETS
+
+    label = [b[0] for b in BUCKETS]
+    first, last = label.index("7d:1D-2D"), label.index("7d:5D-7D")
+    assert calibration.first_in_band(last) == first and calibration.first_in_band(first) == first
+    assert calibration.lead_scale(last, first) == pytest.approx(np.sqrt(6 / 1.5))
 
 
 def test_a_member_missing_from_the_plan_is_dropped_and_the_weights_renormalised():
