@@ -48,6 +48,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from forecasting import calibration
 from forecasting.buckets import BANDS, BUCKETS, band_of, bucket_of, buckets_in
 from forecasting.metrics import pinball_loss
 from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
@@ -288,8 +289,6 @@ def combination_report(spec: dict[str, dict], mean_weights: dict[str, dict[str, 
     (:mod:`forecasting.calibration`). ``members`` lists, per lead bucket, the models
     carrying at least 5 % of the p50 weight.
     """
-    from forecasting import calibration
-
     return {
         "method": (f"exponentially weighted losses per lead bucket and quantile (Hedge, eta {ETA:g} per day of "
                    f"evidence, half-life {HALF_LIFE.days} days, prior {PRIOR_NAIVE:g} on naive)"),
