@@ -71,8 +71,10 @@ def naive_conformal(actual: pd.Series, issued: list[pd.Timestamp], series_id: st
         s = np.arange(max(1, i - w + 1), i + 1, stride)  # targets in the trailing window
         src = s[:, None] - k[None, :]
         ch = np.where(src >= 0, seen[s][:, None] - seen[np.clip(src, 0, None)], np.nan)
-        qs = np.nanquantile(ch, upper, axis=0) if np.isfinite(ch).any() else np.zeros((3, len(k)))
-        qs = np.nan_to_num(qs, nan=0.0)
+        qs = np.zeros((len(upper), len(k)))  # no change seen over a lead yet: the last value
+        seen_k = np.isfinite(ch).any(axis=0)
+        if seen_k.any():
+            qs[:, seen_k] = np.nanquantile(ch[:, seen_k], upper, axis=0)
         parts.append(_frame(series_id, "naive_conformal", o, np.column_stack([np.full(len(k), last), last + qs.T])))
     return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else pd.DataFrame(columns=FORECAST_COLUMNS)
 
