@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.backtest import STEP, lead_cap
-from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
+from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, empty_forecast
 
 PEERS = ("naive_conformal", "autoets")
 CONFORMAL_WINDOW = pd.Timedelta("7D")
@@ -76,7 +76,7 @@ def naive_conformal(actual: pd.Series, issued: list[pd.Timestamp], series_id: st
         if seen_k.any():
             qs[:, seen_k] = np.nanquantile(ch[:, seen_k], upper, axis=0)
         parts.append(_frame(series_id, "naive_conformal", o, np.column_stack([np.full(len(k), last), last + qs.T])))
-    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else pd.DataFrame(columns=FORECAST_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else empty_forecast()
 
 
 def autoets(actual: pd.Series, issued: list[pd.Timestamp], series_id: str, season: int = ETS_SEASON,
@@ -107,7 +107,7 @@ def autoets(actual: pd.Series, issued: list[pd.Timestamp], series_id: str, seaso
         r = model.forward(y=y[max(0, i + 1 - n_train): i + 1], h=h, level=[80, 90, 98])
         q = np.column_stack([r["mean"], r["hi-80"], r["hi-90"], r["hi-98"]])
         parts.append(_frame(series_id, "autoets", o, q))
-    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else pd.DataFrame(columns=FORECAST_COLUMNS)
+    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else empty_forecast()
 
 
 def peer_forecasts(history5: pd.DataFrame, issued: dict[str, list[pd.Timestamp]]
@@ -131,4 +131,5 @@ def peer_forecasts(history5: pd.DataFrame, issued: dict[str, list[pd.Timestamp]]
                 notes.append(f"autoets not scored: {exc.name or 'statsforecast'} is not installed "
                              "(bash scripts/setup.sh bench installs the bench dependencies)")
                 del out["autoets"]
-    return {p: pd.concat(v, ignore_index=True) for p, v in out.items() if v}, notes
+    return {p: pd.concat([f for f in v if len(f)] or [empty_forecast()], ignore_index=True)
+            for p, v in out.items() if v}, notes
