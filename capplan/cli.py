@@ -42,9 +42,26 @@ def _root(
         raise typer.Exit(0)
 
 
+def _plain_flags() -> None:
+    """Help shows no ``<bool>`` type label for on/off flags (typer prints one for every
+    option): a flag takes no value, so there is no type to show."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_capplan", False):
+        return
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        return "" if self.is_bool_flag else original(self, ctx)
+
+    display_type_rich._capplan = True
+    TyperOption.display_type_rich = display_type_rich
+
+
 def _register() -> None:
     from capplan.commands import COMMANDS
 
+    _plain_flags()
     for mod in COMMANDS:
         mod.register(app)
 

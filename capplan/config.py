@@ -35,7 +35,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError
-from optimizer.exporters.settings import ExportSettings
+from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.prices import GpuPrice, default_price_book
 from optimizer.settings import SearchSettings
 
@@ -123,8 +123,10 @@ class SeriesConfig(BaseModel):
     gpu_model: str = "default"
     gpus_per_replica: float = Field(default=1.0, gt=0)
     timezone: str = "Asia/Shanghai"
-    namespace: str | None = None
-    target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference)")
+    namespace: str | None = Field(default=None, description="namespace of the workload (KEDA/HPA objects go there); "
+                                  "export.targets.<id>.namespace wins")
+    target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference); "
+                               "export.targets.<id>.name wins")
     params: dict[str, str] = Field(default_factory=dict, description="template parameters, e.g. metric, window")
     aggregate: Literal["sum", "avg", "max", "min"] | None = Field(
         default=None, description="how several returned label sets combine; default: the query's outer aggregation")
@@ -238,6 +240,30 @@ class CapplanConfig(BaseModel):
         if dup:
             raise ValueError(f"duplicate series ids: {dup}")
         return v
+
+    @model_validator(mode="after")
+    def _export_from_sources(self):
+        """Fill the ``export:`` section from the rest of the file, where it is silent:
+        KEDA's ``serverAddress`` from ``prometheus.url``; ``keda_auth.mode: auto`` from the
+        credentials ``prometheus:`` names (bearer, basic or none); each series' ``namespace``
+        and ``target`` (Deployment) into ``export.targets`` (an explicit target wins)."""
+        ex = self.export
+        if self.prometheus is not None:
+            if ex.prometheus_url is None:
+                ex.prometheus_url = self.prometheus.url
+            if ex.keda_auth.mode == "auto":
+                ex.keda_auth.mode = ("bearer" if self.prometheus.bearer_token_env else
+                                     "basic" if self.prometheus.basic_auth else "none")
+        for s in self.series:
+            if s.namespace is None and s.target is None:
+                continue
+            t = ex.targets.get(s.id) or TargetSettings()
+            try:
+                ex.targets[s.id] = TargetSettings.model_validate(
+                    {**t.model_dump(), "name": t.name or s.target, "namespace": t.namespace or s.namespace})
+            except ValidationError as exc:
+                raise ValueError(f"series {s.id!r}: {exc.errors()[0]['msg']}") from None
+        return self
 
     def price_book(self) -> dict[str, GpuPrice]:
         """Defaults (cited in :mod:`optimizer.prices`) overlaid with the config's prices."""

@@ -36,6 +36,7 @@ from capplan.errors import InputError
 from capplan.report import Report, RunInfo, build_report, versions
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
+from capplan.summary import fleet_summary
 from forecasting import backtest as bt
 from forecasting.assemble import PLAN_STEPS, ROLLING_MODELS, STEP, assemble  # noqa: F401  (PLAN_STEPS: re-used)
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
@@ -229,7 +230,7 @@ def plans_stage(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome
     for sid, oc in outcomes.items():
         meta = prep.meta[sid]
         plan = capacity_plan(meta.kind, oc.params, fc.final[fc.final["series_id"] == sid],
-                             wk[wk["series_id"] == sid], meta.quota_gpus)
+                             wk[wk["series_id"] == sid], meta.quota_gpus, prep.h5[prep.h5["series_id"] == sid])
         plans.append(SeriesPlan(series_id=sid, kind=meta.kind, unit=meta.unit, gpu_model=meta.gpu_model,
                                 timezone=meta.timezone, params=oc.params, plan=plan, recommended=oc.recommended,
                                 baseline=oc.baseline, forecast_version=run_id,
@@ -243,12 +244,17 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
                  progress: Progress = no_progress) -> list[str]:
     """Write the output folder ``out`` atomically (swapped in whole). Returns its file names.
 
-    Files: ``policy.yaml``, ``manifests/``, ``forecasts.parquet`` (plan
+    Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``.
+    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet``. Before
+    writing, the exporters' warnings join the series' warnings and ``report.summary`` is set
+    (:func:`capplan.summary.fleet_summary`).
     """
-    from optimizer.exporters import write_all
+    from optimizer.exporters import export_warnings, write_all
 
+    for sid, ws in export_warnings(plans, cfg.export).items():  # what to act on before applying
+        report.series[sid].warnings += ws
+    report.summary = fleet_summary(report)
     with atomic.replace_dir(out) as tmp:
         progress("export", "writing policy and manifests")
         write_all(plans, tmp, cfg.export)

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from capplan import jsonout
+from capplan.summary import FleetSummary
 
 VERSIONED_LIBS = ("capplan", "pandas", "numpy", "statsmodels", "prophet", "tensorflow-cpu", "keras",
                   "scikit-optimize", "pyarrow")
@@ -120,6 +121,9 @@ class Report(_Model):
     series: dict[str, SeriesReport] = Field(default_factory=dict)
     missing: dict[str, str] = Field(default_factory=dict,
                                     description="series left out of the plan, with the reason (Airflow runs)")
+    summary: FleetSummary | None = Field(default=None, description="the fleet on the evaluation windows: cost per "
+                                         "policy, overall saving, series below the coverage target "
+                                         "(capplan.summary)")
 
     def to_json(self, indent: int | None = None) -> str:
         """Strict JSON (non-finite floats as null; :mod:`capplan.jsonout`)."""

@@ -40,7 +40,7 @@ No look-ahead
 
 Defaults (:data:`ETA`, :data:`HALF_LIFE`, :data:`PRIOR_NAIVE`) were chosen on
 the tuning windows of the whole embedded sample, the same values for every
-series and band (README "Forecast accuracy").
+series and band (README "Results on the embedded sample").
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ the 5-minute grid:
   selection by AICc) on the 5-minute data, season one day (288 steps), fitted
   weekly on the trailing 14 days before the block's first origin, its state
   run forward over the data up to each origin (``forward``). Needs the
-  ``bench`` dependencies (README "Forecast accuracy").
+  ``bench`` dependencies (README "Results on the embedded sample").
 
 Nothing here sees an actual after its origin.
 """

@@ -7,34 +7,43 @@ Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that;
 * ``capability_gpus`` (the Volcano Queue's ceiling) covers the week's p99 with headroom; ``deserved_gpus``
-  is the next day's p50.
+  is the next day's p50; ``last_peak_gpus`` is the peak of the last day with demand
+  (:func:`optimizer.history_levels.last_nonzero_peak`). How the Queue's fields follow from these and the
+  quota: :mod:`optimizer.exporters.volcano`.
 
 Inference services (replicas; :class:`optimizer.policy.InferenceParams`): the HPA's min/max replicas and
-target, plus pre-scaling windows (:func:`prescale_windows`).
+target, pre-scaling windows for the forecast peaks and the replicas to hold when the metric source fails
+(:mod:`optimizer.prescale`).
+
+Both carry ``baseline``: what the seeds' rules of thumb would set from the last day of history
+(:func:`optimizer.history_levels.baseline_levels`), quoted next to the tuned numbers in the manifests.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
+from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.policy import InferenceParams, TrainingParams
+from optimizer.prescale import fallback_replicas, prescale_windows
 
 
 def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
-                  quota_gpus: float | None = None) -> dict:
+                  quota_gpus: float | None = None, history: pd.DataFrame | None = None) -> dict:
     """The plan of one series (the ``plan`` of :class:`optimizer.policy.SeriesPlan`).
 
     ``final``: the series' combined 7-day plan forecast (forecast frame, one
     ``issued_at``); ``weekly``: the weekly tier's plan forecast of the series
-    (training only; empty means no reservation). ``valid_from`` is ``issued_at``.
+    (training only; empty means no reservation). ``valid_from`` is ``issued_at``. ``history``: the
+    series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model.
     """
     f = final
     last = f["issued_at"].iloc[0]
+    hist = history if history is not None else pd.DataFrame({"timestamp": pd.to_datetime([], utc=True), "value": []})
     if kind == "training":
         p = TrainingParams(**params)
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
@@ -50,31 +59,11 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
-                     "quota_gpus": quota_gpus, "valid_from": last.isoformat()})
+                     "quota_gpus": quota_gpus, "last_peak_gpus": last_nonzero_peak(hist),
+                     "valid_from": last.isoformat(), "baseline": baseline_levels(kind, hist)})
         return plan
     p = InferenceParams(**params)
     return {"min_replicas": p.min_replicas, "max_replicas": p.max_replicas,
             "target_utilization": p.target_utilization, "prescale": prescale_windows(f, p),
-            "valid_from": last.isoformat()}
-
-
-def prescale_windows(f: pd.DataFrame, p: InferenceParams, max_windows: int = 48) -> list[dict]:
-    """Hours of the next 7 days whose forecast needs more than ``min_replicas``:
-    ``[{start, end, desired_replicas}]`` (ISO times, replicas), starting
-    ``prescale_lead_s`` early; at most ``max_windows``, the largest kept."""
-    if p.prescale_quantile == "none":
-        return []
-    s = f.set_index("timestamp")[p.prescale_quantile].resample("1h").max()
-    need = np.ceil(s / p.target_utilization - 1e-9).clip(lower=p.min_replicas, upper=p.max_replicas)
-    out = []
-    lead = pd.Timedelta(seconds=p.prescale_lead_s)
-    for ts, n in need.items():
-        if n <= p.min_replicas:
-            continue
-        if out and out[-1]["desired_replicas"] == int(n) and pd.Timestamp(out[-1]["end"]) == ts - lead:
-            out[-1]["end"] = (ts + pd.Timedelta("1h") - lead).isoformat()
-            continue
-        out.append({"start": (ts - lead).isoformat(), "end": (ts + pd.Timedelta("1h") - lead).isoformat(),
-                    "desired_replicas": int(n)})
-    out.sort(key=lambda w: -w["desired_replicas"])
-    return sorted(out[:max_windows], key=lambda w: w["start"])
+            "fallback_replicas": fallback_replicas(f, p), "valid_from": last.isoformat(),
+            "baseline": baseline_levels(kind, hist)}

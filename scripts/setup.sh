@@ -39,12 +39,19 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade "pip>=24" >&2
+# what this mode installs, said as it is (core never installs Airflow)
+setup_message() {
+  case "$1" in
+    test) echo "setup: installing capplan[test,airflow] (the first run downloads TensorFlow, Prophet and Airflow: a few minutes)" ;;
+    *) echo "setup: installing capplan (the first run downloads TensorFlow and Prophet: a few minutes)" ;;
+  esac
+}
 extras=""
 [ "$MODE" = "test" ] && extras="[test,airflow]"
-echo "setup: installing capplan${extras} (first run downloads TensorFlow, Prophet, Airflow: a few minutes)" >&2
+setup_message "$MODE" >&2
 .venv/bin/python -m pip install -q -c requirements.lock -c airflow_dags/requirements-airflow.lock -e ".${extras}" >&2
 if [ "$MODE" = "test" ] || [ "$MODE" = "bench" ]; then
-  # the AutoETS peer of `capplan backtest` (README "Forecast accuracy"): statsforecast and fugue declare
+  # the AutoETS peer of `capplan backtest` (README "Results on the embedded sample"): statsforecast and fugue declare
   # pandas<3, yet AutoETS runs on numpy arrays and works with pandas 3, so these pinned packages go in
   # without their declared dependencies (everything else they import is already a core dependency)
   echo "setup: installing the bench dependencies (statsforecast)" >&2

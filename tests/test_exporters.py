@@ -49,6 +49,7 @@ def inference(sid="infer/llm-chat") -> SeriesPlan:
                             "desired_replicas": 12},
                            {"start": "2026-12-01T00:45:00+00:00", "end": "2026-12-01T01:45:00+00:00",
                             "desired_replicas": 60}],
+              "fallback_replicas": 9, "baseline": {"floor_replicas": 6},
               "valid_from": "2026-11-29T14:00:00+00:00"},
         recommended=M, baseline=B, forecast_version="20261129T140000Z-s0")
 
@@ -86,8 +87,9 @@ def test_every_writer_output_validates(tmp_path, settings):
     paths = write_all(PLANS, tmp_path, settings)
     rels = {p.relative_to(tmp_path).as_posix() for p in paths}
     kinds = {load(p).get("kind") for p in paths}
-    assert {"DispatcherPolicy", "ScaledObject", "TriggerAuthentication", "HorizontalPodAutoscaler", "Queue",
-            "PriorityClass", "Kustomization", None} == kinds  # None: the prometheus-adapter rules file
+    auth = {"TriggerAuthentication"} if settings.get("keda_auth") else set()  # only when credentials are named
+    assert {"DispatcherPolicy", "CustomResourceDefinition", "ScaledObject", "HorizontalPodAutoscaler", "Queue",
+            "PriorityClass", "Kustomization", None} | auth == kinds  # None: the prometheus-adapter rules file
     assert set(WRITERS) >= {"policy", "keda", "hpa", "adapter", "volcano", "priorityclass"}
     # each file passes its schema on its own, and the folder passes schemas + lint together
     for p in paths:
@@ -135,12 +137,7 @@ def test_keda_scaled_object_contents(tmp_path):
     assert md["query"].startswith("sum(DCGM_FI_DEV_GPU_UTIL{") and " by " not in md["query"]
     assert "per replica" in next(line for line in f.read_text().splitlines() if "threshold: " in line
                                  and "activation" not in line)
-    assert "bearerToken" not in md and prom["authenticationRef"]["kind"] == "TriggerAuthentication"
-    auth = load(next((tmp_path / "manifests").glob("*-triggerauthentication.yaml")))
-    assert auth["spec"]["secretTargetRef"] == [{"parameter": "bearerToken", "name": "capplan-prometheus-auth",
-                                               "key": "bearerToken"}]
-    assert auth["metadata"]["namespace"] == "llm"
-    assert spec["fallback"] == {"failureThreshold": 3, "replicas": 40}  # largest pre-scale need (60) capped at max
+    assert spec["fallback"] == {"failureThreshold": 3, "replicas": 9}  # the plan's p95 need, not maxReplicaCount
     assert spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleDown"]["policies"][0]["value"] == 50
     crons = [t for t in spec["triggers"] if t["type"] == "cron"]
     # 2026-11-30 00:45 UTC is Monday 08:45 in Asia/Shanghai; the 60-replica window is capped at maxReplicaCount
@@ -155,8 +152,11 @@ def test_cron_window_crosses_midnight_and_weekday():
         ("30 18 * * 6", "0 20 * * 6")
     assert cron_window("2026-11-28T17:00:00+00:00", "2026-11-28T18:00:00Z", "Asia/Shanghai") == \
         ("0 1 * * 0", "0 2 * * 0")
-    # a window of exactly one week would give start == end, which KEDA rejects
-    assert cron_window("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z", "UTC") == ("0 0 * * 1", "59 23 * * 0")
+    # a window of a week (start == end as cron) or of more than a day is refused, as is an end before the start
+    for end in ("2026-12-07T00:00:00Z", "2026-12-01T00:01:00Z", "2026-11-29T23:00:00Z"):
+        with pytest.raises(ValueError):
+            cron_window("2026-11-30T00:00:00Z", end, "UTC")
+    assert cron_window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z", "UTC") == ("0 0 * * 1", "0 0 * * 2")
 
 
 def test_volcano_queue_from_plan(tmp_path):
@@ -164,7 +164,7 @@ def test_volcano_queue_from_plan(tmp_path):
     q = load(next((tmp_path / "manifests").glob("*-queue.yaml")))
     assert q["metadata"]["name"].startswith("train-team-a-") and "namespace" not in q["metadata"]
     assert q["spec"]["guarantee"] == {"resource": {"nvidia.com/gpu": "24"}}
-    assert q["spec"]["deserved"] == {"nvidia.com/gpu": "30"}
+    assert q["spec"]["deserved"] == {"nvidia.com/gpu": "37"}  # what the plan buys: 24 + 6 + 4 + 3 (p50 need: 30)
     assert q["spec"]["capability"] == {"nvidia.com/gpu": "48"}
     assert q["spec"]["reclaimable"] is False
 
@@ -285,8 +285,7 @@ def test_lint_replica_bounds_units_and_keda_rules(tmp_path):
 
     so = copy.deepcopy(good)
     so["spec"]["triggers"][0]["metadata"]["bearerToken"] = "s3cr3t"
-    del so["spec"]["triggers"][0]["authenticationRef"]
-    assert rules(lint_object("so.yaml", so)) == {"keda-inline-credentials"}
+    assert rules(lint_object("so.yaml", so)) == {"keda-inline-credentials", "keda-trigger-metadata"}
 
     so = copy.deepcopy(good)
     so["spec"]["triggers"][0]["metadata"]["query"] = "sum(DCGM_FI_DEV_GPU_UTIL) by (pod)"
@@ -373,14 +372,14 @@ def test_cli_validate_and_diff(tmp_path, capsys):
     q["spec"]["deserved"]["nvidia.com/gpu"] = "99"
     f.write_text(yaml.safe_dump(q))
     capsys.readouterr()
-    assert _cli(["export", "--validate", str(out)]) == 1
+    assert _cli(["export", "--validate", str(out)]) == 2  # problems in the files: bad input
     lines = capsys.readouterr().out.splitlines()
     rel = f"manifests/{f.name}"
     assert f"{rel}: metadata.name: [rfc1123-name] 'Train/Team_A' is not an RFC 1123 label " \
            "(lower-case a-z, 0-9, '-', <= 63 chars)" in lines
     assert any(line.startswith(f"{rel}: spec.deserved.nvidia.com/gpu: [volcano-queue-bounds]") for line in lines)
 
-    assert _cli(["export", "--out", str(out), "--diff"]) == 0
+    assert _cli(["export", "--out", str(out), "--diff"]) == 1  # differences, as diff(1) and kubectl diff
     text = capsys.readouterr().out
     assert f"--- a/{rel}" in text and "-  name: Train/Team_A" in text
     assert _cli(["export", "--out", str(out)]) == 0  # re-render replaces the hand edit

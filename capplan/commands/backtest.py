@@ -8,8 +8,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan import jsonout
-from capplan.commands.plan import Format
+from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
 from capplan.config import load_config
 from capplan.console import StageProgress, out
 from forecasting.backtest import BEST_OF, evaluation_origins, summarise
@@ -40,8 +39,9 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
                  progress=None) -> dict:
     """Load, regularise, forecast (tiers, combination, default Prophet), forecast the peers
     (:func:`forecasting.peers.peer_forecasts`) at the evaluation window's origins, and score
-    them all: the :func:`backtest_document`, with each series' evaluation window and
-    fallbacks. Used by ``capplan backtest`` and ``benchmarks/bench_accuracy.py``.
+    them all: the :func:`backtest_document`, with each series' evaluation window, fallbacks
+    and the members carrying the combination's weight per lead bucket. Used by
+    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``.
 
     Raises InputError (exit 2) for an unknown series or an unreadable source.
     """
@@ -62,7 +62,13 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     return doc
 
 
-def render(doc: dict) -> Table:
+def csv_rows(doc: dict) -> list[dict]:
+    """One row per series, horizon and model."""
+    return [{"series_id": sid, "horizon": h, "model": m, **v}
+            for sid, s in doc["series"].items() for h, row in s["horizons"].items() for m, v in row.items()]
+
+
+def render_table(doc: dict) -> Table:
     t = Table(title="capplan backtest — evaluation window, rolling origins (lower MASE/pinball is better)")
     for c in ("series", "horizon", "model", "MASE", "sMAPE %", "pinball", "coverage_p95", "idle_p95", "n"):
         t.add_column(c, justify="left" if c in ("series", "horizon", "model") else "right")
@@ -82,9 +88,12 @@ def register(app: typer.Typer) -> None:
     def backtest(
         source: str = typer.Option("sample", "--source", help="sample, csv:PATH, parquet:PATH or store."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml (store, tier options)."),
-        series: Optional[list[str]] = typer.Option(None, "--series", help="Only this series id (repeatable)."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
+                                                   show_default="all"),
         seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling."),
-        fmt: Format = typer.Option(Format.table, "--format", help="table or json."),
+        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace("series and policy",
+                                                                                      "series, horizon and model")),
+        output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
@@ -96,26 +105,28 @@ def register(app: typer.Typer) -> None:
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
-        doc = run_backtest(source, cfg, series, seed, timezone, StageProgress(enabled=not quiet))
-        if fmt is Format.json:
-            typer.echo(jsonout.dumps(doc))
-        else:
-            out.print(render(doc))
+        with StageProgress(enabled=not quiet) as progress:
+            doc = run_backtest(source, cfg, split_ids(series), seed, timezone, progress)
+
+        def table(console) -> None:
+            console.print(render_table(doc))
             for note in doc["notes"]:
-                out.print(note)
+                console.print(note)
             empty = [sid for sid, v in doc["series"].items() if not v["horizons"]]
             if empty:
-                out.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
-                          "(see each series' evaluation_window in --format json)")
+                console.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
+                              "(see each series' evaluation_window in --format json)")
             for h, sm in doc["summary"].items():
                 rel = ", ".join(f"{m} {r:.2f}" for m, r in sm["geomean_relative_mase"].items())
                 ratio = sm["median_ratio_to_best_peer"]
                 nc = sm["median_idle_ratio_p95_naive_conformal"]
-                out.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; median "
-                          f"MASE(combined)/best of {{{', '.join(BEST_OF)}}} "
-                          f"{'n/a' if ratio is None else f'{ratio:.2f}'} (wins {sm['wins_vs_best_peer']}, losses "
-                          f"{sm['losses_vs_best_peer']}); geometric mean of MASE(combined)/MASE(model): {rel}; "
-                          f"coverage_p95 in [0.90, 0.98] on {sm['coverage_p95_in_090_098']}/{sm['series']} (median "
-                          f"{sm['median_coverage_p95']:.3f}, range {sm['min_coverage_p95']:.3f}-"
-                          f"{sm['max_coverage_p95']:.3f}); idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f}"
-                          + ("" if nc is None else f" (naive-conformal rule {nc:.3f})"))
+                console.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; median "
+                              f"MASE(combined)/best of {{{', '.join(BEST_OF)}}} "
+                              f"{'n/a' if ratio is None else f'{ratio:.2f}'} (wins {sm['wins_vs_best_peer']}, "
+                              f"losses {sm['losses_vs_best_peer']}); geometric mean of MASE(combined)/MASE(model): "
+                              f"{rel}; coverage_p95 in [0.90, 0.98] on {sm['coverage_p95_in_090_098']}/{sm['series']} "
+                              f"(median {sm['median_coverage_p95']:.3f}, range {sm['min_coverage_p95']:.3f}-"
+                              f"{sm['max_coverage_p95']:.3f}); idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f}"
+                              + ("" if nc is None else f" (naive-conformal rule {nc:.3f})"))
+
+        render(fmt, doc, lambda: csv_rows(doc), table, out, output)

@@ -2,14 +2,22 @@
 
 * ``capplan export --validate DIR`` — check every YAML/JSON file under DIR
   (also ones edited by hand): Kubernetes strict schemas, the KEDA/Volcano CRD
-  schemas, the DispatcherPolicy schema and the lint rules. Prints one line per
-  problem, ``file: path: [rule] message``; exit 1 if any, 0 if none.
-  Exit 2 for a missing folder.
+  schemas, the DispatcherPolicy schema and CRD, and the lint rules. Prints one
+  line per problem, ``file: path: [rule] message``.
 * ``capplan export --out DIR`` — re-render ``policy.yaml`` and the manifests
   from ``--policy`` (default ``DIR/policy.yaml``) with the ``export:``
   settings of ``--config``; the folder is swapped in atomically and files the
   exporter does not own (parquet, report.json) are kept.
 * ``--diff`` — print a unified diff of what that would change, write nothing.
+
+Exit codes (the CLI's: 0 success, 2 bad input, 1 internal failure; ``--diff``
+follows ``diff`` and ``kubectl diff`` so CI can gate on it):
+
+| mode | 0 | 1 | 2 | 3 |
+| --- | --- | --- | --- | --- |
+| ``--validate DIR`` | no problem | internal failure | problems found (the files are bad input), or no such folder | |
+| ``--diff`` | no differences | differences shown | bad input (policy, config) | internal failure |
+| re-render | written | internal failure | bad input, or the policy renders invalid manifests | |
 """
 
 from __future__ import annotations
@@ -22,7 +30,10 @@ from typing import Optional
 
 import typer
 
-from capplan.errors import InputError
+from capplan.errors import EXIT_BAD_INPUT, InputError
+
+EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
+EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")
 
 
 def _existing(out_dir: Path) -> dict[str, str]:
@@ -58,15 +69,21 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export(
         validate: Optional[Path] = typer.Option(None, "--validate", help="Check every manifest under this folder "
-                                                "(schemas and lint rules); exit 1 if any problem."),
+                                                "(schemas and lint rules); exit 2 if any problem."),
         out_dir: Path = typer.Option(Path("capplan-out"), "--out", help="Output folder of `capplan plan`."),
         policy: Optional[Path] = typer.Option(None, "--policy", help="DispatcherPolicy to render from "
                                               "(default: OUT/policy.yaml)."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml; its `export:` section "
                                               "sets namespace, autoscaler, targets, ..."),
-        diff: bool = typer.Option(False, "--diff", help="Show what would change in OUT; write nothing."),
+        diff: bool = typer.Option(False, "--diff", help="Show what would change in OUT; write nothing. Exit 1 "
+                                  "when there are differences (as diff and kubectl diff), 0 when none."),
     ):
-        """Validate, re-render or diff the dispatcher policy and Kubernetes manifests."""
+        """Validate, re-render or diff the dispatcher policy and Kubernetes manifests.
+
+        Exit codes: --validate: 0 no problem, 2 problems (or no such folder); --diff: 0 no
+        differences, 1 differences, 2 bad input, 3 internal failure; otherwise 0 written,
+        2 bad input, 1 internal failure.
+        """
         from capplan.config import load_config
         from optimizer.exporters import ExportValidationError, render_all, write_all
         from optimizer.exporters.policy import read_policy
@@ -82,7 +99,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(str(p))
             n = len(folder_files(validate))
             typer.echo(f"{len(problems)} problem(s) in {n} file(s) under {validate}", err=True)
-            sys.exit(1 if problems else 0)  # typer.Exit codes are swallowed by the CLI's standalone_mode=False
+            sys.exit(EXIT_BAD_INPUT if problems else 0)  # typer.Exit codes are swallowed by standalone_mode=False
 
         src = policy or out_dir / "policy.yaml"
         if not src.is_file():
@@ -92,9 +109,15 @@ def register(app: typer.Typer) -> None:
         except Exception as exc:  # yaml, schema shape or pydantic errors: bad input
             raise InputError(f"--policy {src}: not a readable DispatcherPolicy: {exc}") from None
         if diff:
-            text = diff_text(_existing(out_dir), render_all(plans, cfg.export))
+            try:
+                text = diff_text(_existing(out_dir), render_all(plans, cfg.export))
+            except (ValueError, OSError) as exc:  # a policy that cannot be rendered: bad input
+                raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 — only the exit code changes: 1 means "differences" here
+                typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
+                sys.exit(EXIT_DIFF_INTERNAL)
             typer.echo(text if text else f"no changes in {out_dir}", nl=bool(not text))
-            raise typer.Exit(0)
+            sys.exit(EXIT_DIFFERENCES if text else 0)
 
         from capplan import atomic
         from optimizer.exporters import OWNED
@@ -108,5 +131,7 @@ def register(app: typer.Typer) -> None:
                 written = write_all(plans, tmp, cfg.export)
         except ExportValidationError as exc:
             typer.echo(str(exc), err=True)
-            sys.exit(1)
+            sys.exit(EXIT_BAD_INPUT)
+        except ValueError as exc:  # e.g. a pre-scaling window that is not a peak
+            raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
         typer.echo(f"wrote {len(written)} files to {out_dir}/ (kubectl apply -k {out_dir}/manifests)")

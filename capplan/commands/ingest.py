@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
 from rich.table import Table
 
-from capplan import jsonout
+from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
 from capplan.config import load_config
 from capplan.errors import InputError
 from capplan.console import StageProgress, out
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
 
 
 def render_table(results) -> Table:
@@ -44,8 +38,10 @@ def register(app: typer.Typer) -> None:
         start: Optional[str] = typer.Option(None, "--start", help="ISO 8601 start (naive = UTC). Default: one step "
                                             "after the stored last timestamp, or prometheus.default_lookback (30d) ago."),
         end: Optional[str] = typer.Option(None, "--end", help="ISO 8601 end (naive = UTC). Default: now."),
-        series: Optional[list[str]] = typer.Option(None, "--series", help="Pull only this series id (repeatable)."),
-        fmt: Format = typer.Option(Format.table, "--format", help="table (human) or json (results on stdout)."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
+                                                   show_default="all of the config"),
+        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace("series and policy", "series")),
+        output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
         """Pull history from Prometheus into the store, resuming where the last pull ended.
@@ -77,12 +73,11 @@ def register(app: typer.Typer) -> None:
             for note in r.notes:
                 progress("ingest", f"{r.series_id}: note: {note}")
 
-        results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=series,
-                             on_chunk=on_chunk, on_series=on_series)
-        if fmt is Format.json:
-            typer.echo(jsonout.dumps([r.as_dict() for r in results]))
-        else:
-            out.print(render_table(results))
+        with progress:
+            results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=split_ids(series),
+                                 on_chunk=on_chunk, on_series=on_series)
+        doc = [r.as_dict() for r in results]
+        render(fmt, doc, lambda: doc, lambda console: console.print(render_table(results)), out, output)
         failed = [r for r in results if r.exit_code]
         for r in failed:
             typer.echo(f"error: {r.error}", err=True)

@@ -1,46 +1,99 @@
-"""``capplan plan``: the whole pipeline, from history to manifests."""
+"""``capplan plan``: the whole pipeline, from history to manifests.
+
+The table has one row per series and policy (recommended, baseline, and any
+other policy the report carries, e.g. peers), so new policies add rows, not
+width. Columns that do not fit the terminal are dropped in a fixed order
+(kind, unmet, idle ratio, saving; see :data:`COLUMNS`) and named under the
+table; numbers are never cut. Under the table: the fleet summary
+(:mod:`capplan.summary`), the warnings and every stated fallback.
+"""
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.console import Console
 
+from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
 from capplan.config import load_config
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
-from capplan.report import Report
+from capplan.summary import fleet_summary, ordered, policy_metrics, summary_lines
+from capplan.table import Column, fit_table
 
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
+#: policies left out of the table (still in json/yaml/csv and the summary)
+TABLE_SKIP = ("random_search",)
+COLUMNS = [Column("series", min_width=10), Column("policy", min_width=8), Column("kind", drop=5),
+           Column("cost USD", numeric=True), Column("coverage", numeric=True), Column("idle ratio", numeric=True, drop=3),
+           Column("unmet", numeric=True, drop=4), Column("saving", numeric=True, drop=2)]
+#: extra numeric columns shown when some policy's metrics carry the key: (metrics key, column, format)
+EXTRA_COLUMNS = [("regret", Column("regret", numeric=True, drop=6), "{:.2f}")]
 
 
 def _pct(x):
     return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
 
 
-def render_table(report: Report) -> Table:
-    """Per-series table: recommended vs baseline on the evaluation window (:class:`capplan.report.Report`)."""
-    t = Table(title="capplan plan — evaluation window (never seen by the search)", show_lines=False)
-    for col in ("series", "kind", "policy", "cost USD", "coverage", "idle ratio", "unmet", "saving", "notes"):
-        t.add_column(col, justify="right" if col in ("cost USD", "coverage", "idle ratio", "unmet", "saving") else "left",
-                     no_wrap=col in ("series", "policy"))
-    for sid, s in report.series.items():
-        r, b = s.recommended, s.baseline
-        saving = (1 - r.cost_usd / b.cost_usd) if b.cost_usd else float("nan")
-        unit = "GPU-h" if s.unit == "gpu" else "replica-h"
-        t.add_row(sid, s.kind, "recommended", f"{r.cost_usd:,.0f}", _pct(r.coverage), _pct(r.idle_ratio),
-                  f"{r.unmet:,.1f} {unit}", _pct(saving),
-                  f"{len(s.fallbacks)} fallbacks" + ("; [yellow]see warnings[/yellow]" if any(
-                      w.startswith("policy:") for w in s.warnings) else ""))
-        t.add_row("", "", "baseline", f"{b.cost_usd:,.0f}", _pct(b.coverage), _pct(b.idle_ratio),
-                  f"{b.unmet:,.1f} {unit}", "", "")
-    return t
+def _unit(s: dict) -> str:
+    return "GPU-h" if s.get("unit") == "gpu" else "replica-h"
+
+
+def table_rows(report: dict) -> tuple[list[Column], list[list[str]]]:
+    """Columns and cell strings of the plan table (one row per series and policy)."""
+    extras = [(k, c, f) for k, c, f in EXTRA_COLUMNS
+              if any(k in m for s in report["series"].values() for m in policy_metrics(s).values())]
+    cols = COLUMNS + [c for _, c, _ in extras]
+    rows = []
+    for sid, s in report["series"].items():
+        pols = policy_metrics(s)
+        base = (pols.get("baseline") or {}).get("cost_usd")
+        for i, name in enumerate(n for n in ordered(pols) if n not in TABLE_SKIP):
+            m = pols[name]
+            saving = "" if name == "baseline" or not base else _pct(1 - m["cost_usd"] / base)
+            row = [sid if i == 0 else "", name.replace("_", " "), s["kind"] if i == 0 else "",
+                   f"{m['cost_usd']:,.0f}", _pct(m.get("coverage")), _pct(m.get("idle_ratio")),
+                   f"{m['unmet']:,.1f} {_unit(s)}" if m.get("unmet") is not None else "", saving]
+            row += [f.format(m[k]) if m.get(k) is not None else "" for k, _, f in extras]
+            rows.append(row)
+    return cols, rows
+
+
+def csv_rows(report: dict) -> list[dict]:
+    """One flat row per series and policy (every policy, units in the column names)."""
+    rows = []
+    for sid, s in report["series"].items():
+        for name, m in ((n, policy_metrics(s)[n]) for n in ordered(policy_metrics(s))):
+            rows.append({"series_id": sid, "kind": s["kind"], "unit": s.get("unit"), "policy": name,
+                         "cost_usd": m.get("cost_usd"), "coverage": m.get("coverage"),
+                         "idle_ratio": m.get("idle_ratio"), "unmet": m.get("unmet"),
+                         "scale_events": m.get("scale_events"), "fallbacks": len(s.get("fallbacks", [])),
+                         "warnings": len(s.get("warnings", []))})
+    return rows
+
+
+def print_report(report: dict, console: Console, verbose: bool = False) -> None:
+    """The table, what it leaves out, the fleet summary, warnings and fallbacks."""
+    cols, rows = table_rows(report)
+    t, dropped = fit_table("capplan plan — evaluation window (never seen by the search)", cols, rows, console.width)
+    console.print(t)
+    if dropped:
+        console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; see --format json, yaml or csv)",
+                      highlight=False, markup=False)
+    for line in summary_lines(report.get("summary") or fleet_summary(report)):
+        console.print(line, highlight=False, markup=False)
+    warn = [(sid, w) for sid, s in report["series"].items() for w in s.get("warnings", [])
+            if verbose or w.startswith(("policy:", "export:"))]
+    if warn:
+        console.print("Warnings:", style="yellow")
+        for sid, w in warn:
+            console.print(f"  {sid}: {w}", highlight=False, markup=False)
+    fb = [(sid, f) for sid, s in report["series"].items() for f in s.get("fallbacks", [])]
+    if fb:
+        console.print(f"Fallbacks ({len(fb)}):")
+        for sid, f in fb:
+            console.print(f"  {sid}: {f}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -50,16 +103,20 @@ def register(app: typer.Typer) -> None:
                                    "traces), 'csv:PATH', 'parquet:PATH' (columns timestamp,series_id,value[,kind,unit]) "
                                    "or 'store' (what `capplan ingest` pulled; the default with --config)."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml: Prometheus, series, prices, "
-                                              "search bounds. See the README."),
+                                              "search bounds. See the README.", show_default="none"),
         out_dir: Path = typer.Option(Path("capplan-out"), "--out", help="Output folder; replaced atomically at the end."),
-        series: Optional[list[str]] = typer.Option(None, "--series", help="Plan only this series id (repeatable)."),
+        series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
+                                                   show_default="all"),
         seed: int = typer.Option(0, "--seed", help="Seed for the LSTM, Prophet sampling, spot draws and the search."),
-        fmt: Format = typer.Option(Format.table, "--format", help="table (human) or json (the report on stdout)."),
+        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP),
+        output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
-        n_calls: Optional[int] = typer.Option(None, "--n-calls", help="Policy evaluations per search (default 30)."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+        n_calls: Optional[int] = typer.Option(None, "--n-calls", help="Policy evaluations per search.",
+                                              show_default="30, or plan.n_calls of --config"),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every forecast warning."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
     ):
-        """Forecast, tune and export: writes policy.yaml, manifests/, forecasts.parquet and report.json.
+        """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
         Every figure is computed on an evaluation window the search never saw, next to the seeds'
         rules of thumb (training reserve = request x 1.2, inference reserve = peak x 1.5, scale at 70 %/30 %).
@@ -74,15 +131,14 @@ def register(app: typer.Typer) -> None:
             cfg.plan.n_calls = n_calls
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
-        progress = StageProgress(enabled=not quiet)
-        report = run_plan(source, cfg, out_dir, series=series, seed=seed, timezone=timezone, progress=progress,
-                          store=Store(cfg.store))
-        if fmt is Format.json:
-            typer.echo(report.to_json())
-        else:
-            out.print(render_table(report))
-            for sid, s in report.series.items():
-                for w in s.warnings:
-                    if w.startswith("policy:"):
-                        out.print(f"[yellow]warning[/yellow] {sid}: {w}", highlight=False)
-            out.print(f"wrote {out_dir}/ ({len(report.run.files)} files) in {report.run.duration_s:.0f} s")
+        with StageProgress(enabled=not quiet) as progress:
+            result = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
+                              progress=progress, store=Store(cfg.store))
+        report = result.model_dump()  # capplan.report.Report as a plain document for every format
+
+        def table(console: Console) -> None:
+            print_report(report, console, verbose)
+            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in "
+                          f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
+
+        render(fmt, report, lambda: csv_rows(report), table, out, output)

@@ -4,6 +4,7 @@ One module per target, each registered by name in :data:`WRITERS`
 (:func:`optimizer.exporters.base.register`):
 
 * ``policy`` (:mod:`.policy`) — ``policy.yaml``, the DispatcherPolicy;
+* ``crd`` (:mod:`.policy`, :mod:`.crd`) — its CustomResourceDefinition;
 * ``keda`` (:mod:`.keda`) — ScaledObject + TriggerAuthentication;
 * ``hpa`` (:mod:`.hpa`) — ``autoscaling/v2`` HPA on an External DCGM metric;
 * ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
@@ -15,6 +16,7 @@ plus ``manifests/kustomization.yaml`` (:mod:`.kustomization`) listing the set.
 Layout of the output folder::
 
     policy.yaml
+    crds/capplan.io_dispatcherpolicies.yaml   kubectl apply -f crds/ (then policy.yaml)
     manifests/            kubectl apply -k manifests/
       kustomization.yaml
       <name>-scaledobject.yaml | <name>-hpa.yaml   (export.autoscaler: keda | hpa)
@@ -40,12 +42,13 @@ from optimizer.exporters import adapter, hpa, keda, policy, priorityclass, volca
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
+from optimizer.exporters.policy import human
 from optimizer.exporters.settings import ExportSettings, coerce
-from optimizer.exporters.validate import ExportValidationError, Problem, validate_dir
+from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
 from optimizer.policy import SeriesPlan
 
-ORDER = ("policy", "keda", "hpa", "adapter", "volcano", "priorityclass")
-OWNED = ("policy.yaml", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
+ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
+OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
 
 
 def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
@@ -57,6 +60,8 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
     pydantic.ValidationError: invalid settings.
     """
     s = coerce(settings)
+    # the values policy.yaml shows (rounded for reading), so that a re-render from it gives the same files
+    plans = [p.model_copy(update={"params": human(p.params), "plan": human(p.plan)}) for p in plans]
     ctx = Context.build(plans, s)
     docs: list[Doc] = []
     for name in ORDER:
@@ -73,9 +78,22 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
     return out
 
 
-def schemas_dir(settings: ExportSettings) -> Path:
-    from optimizer.exporters.validate import default_schemas_dir
+def export_warnings(plans: list[SeriesPlan], settings=None) -> dict[str, list[str]]:
+    """``series_id -> messages`` (each starting ``export:``) about what a user must act on
+    before applying the manifests: a placeholder Prometheus address, an idle pool's
+    non-zero cap, a plan above the quota. The pipeline puts them in the report's warnings."""
+    from optimizer.exporters import keda, volcano
 
+    s = coerce(settings)
+    ctx = Context.build(plans, s)
+    out: dict[str, list[str]] = {}
+    for mod in (keda, volcano):
+        for sid, ws in mod.warnings(plans, ctx).items():
+            out.setdefault(sid, []).extend(ws)
+    return out
+
+
+def schemas_dir(settings: ExportSettings) -> Path:
     return Path(settings.schemas_dir) if settings.schemas_dir else default_schemas_dir()
 
 
@@ -101,28 +119,11 @@ def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Pat
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
         paths.append(p)
-    problems = validate_dir_subset(out_dir, list(files), s)
+    problems = validate_files(out_dir, list(files), schemas_dir(s), s.kubernetes_version)
     if problems:
         raise ExportValidationError(problems)
     return paths
 
 
-def validate_dir_subset(root: Path, rels: list[str], settings: ExportSettings) -> list[Problem]:
-    """Validate the exporter's own files under ``root`` (other files such as parquet are ignored)."""
-    from optimizer.exporters.lint import lint
-    from optimizer.exporters.validate import load_docs, validate_object
-
-    problems: list[Problem] = []
-    items = []
-    sd = schemas_dir(settings)
-    for rel in sorted(rels):
-        docs, probs = load_docs(root / rel, rel)
-        problems += probs
-        for d in docs:
-            problems += validate_object(d, rel, sd, settings.kubernetes_version)
-            items.append((rel, d))
-    return problems + lint(items, root)
-
-
-__all__ = ["write_all", "render_all", "WRITERS", "register", "Doc", "Context", "ExportSettings",
+__all__ = ["write_all", "render_all", "export_warnings", "WRITERS", "register", "Doc", "Context", "ExportSettings",
            "ExportValidationError", "Problem", "validate_dir", "k8s_name", "assign_names", "OWNED"]

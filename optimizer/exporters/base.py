@@ -70,15 +70,53 @@ def register(name: str) -> Callable[[Writer], Writer]:
     return deco
 
 
+_KEY_LINE = re.compile(r"^( *)(- )?([A-Za-z0-9_.\-/]+):(?: |$)")
+
+
+def key_paths(text: str) -> list[str | None]:
+    """For each line of PyYAML block output (``yaml.safe_dump``, sequences not indented),
+    the dotted path of the key it holds (``spec.triggers[1].metadata.start``), or None."""
+    stack: list[tuple[int, str]] = []  # (indent, segment); list items are segments "[i]"
+    counters: dict[str, int] = {}
+    out: list[str | None] = []
+    for line in text.splitlines():
+        m = _KEY_LINE.match(line)
+        if not m:
+            out.append(None)
+            continue
+        indent, dash, key = len(m.group(1)), m.group(2), m.group(3)
+        if dash:
+            while stack and stack[-1][0] > indent:
+                stack.pop()
+            parent = _join(stack)
+            counters[parent] = counters.get(parent, -1) + 1
+            stack.append((indent + 1, f"[{counters[parent]}]"))
+            indent += 2
+        else:
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+        stack.append((indent, key))
+        out.append(_join(stack))
+    return out
+
+
+def _join(stack: list[tuple[int, str]]) -> str:
+    return "".join(seg if seg.startswith("[") or not i else "." + seg for i, (_, seg) in enumerate(stack))
+
+
 def render(doc: Doc) -> str:
-    """YAML text of a document (``yaml.safe_dump``), with ``notes`` as end-of-line comments."""
-    text = yaml.safe_dump(doc.obj, sort_keys=False, default_flow_style=False, allow_unicode=True, width=120)
+    """YAML text of a document (``yaml.safe_dump``, no line folding), with ``notes`` as
+    end-of-line comments. A note's key is a full dotted path (``spec.minReplicaCount``,
+    ``spec.triggers[1].metadata.start``) or a bare key name, which applies to every line
+    holding that key."""
+    text = yaml.safe_dump(doc.obj, sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16)
     if doc.notes:
         lines = []
-        for line in text.splitlines():
-            m = re.match(r"^\s*(?:- )?([A-Za-z0-9_.\-/]+):", line)
-            if m and m.group(1) in doc.notes and "#" not in line:
-                line = f"{line}  # {doc.notes[m.group(1)]}"
+        for line, path in zip(text.splitlines(), key_paths(text)):
+            if path is not None and "#" not in line:
+                note = doc.notes.get(path) or doc.notes.get(path.rpartition(".")[2])
+                if note:
+                    line = f"{line}  # {note}"
             lines.append(line)
         text = "\n".join(lines) + "\n"
     header = "".join(f"# {h}\n" if h else "#\n" for h in doc.header.splitlines()) if doc.header else ""

@@ -56,6 +56,37 @@ def behavior(p: InferenceParams) -> dict:
     }
 
 
+#: Kubernetes' default HPA behaviour (docs, "Configurable scaling behavior", "Default Behavior"):
+#: what a baseline HPA without a ``behavior`` section uses. The seeds' rules of thumb set no
+#: windows or rates of their own.
+K8S_DEFAULT_BEHAVIOR = {"scaleUp": "0 s window, +100 % or +4 pods per 15 s",
+                        "scaleDown": "300 s window, -100 % per 15 s"}
+
+
+def behavior_notes(p: InferenceParams, base: str) -> dict[str, str]:
+    """End-of-line comments for the tuned numbers of :func:`behavior` under the YAML path ``base``."""
+    out = {}
+    for side, win, pct in (("scaleUp", p.scale_up_window_s, p.scale_up_percent),
+                           ("scaleDown", p.scale_down_window_s, p.scale_down_percent)):
+        dflt = K8S_DEFAULT_BEHAVIOR[side]
+        out[f"{base}.{side}.stabilizationWindowSeconds"] = f"tuned by replay search; baseline: Kubernetes default ({dflt})"
+        out[f"{base}.{side}.policies[0].value"] = (f"tuned: {'+' if side == 'scaleUp' else '-'}{pct} % of current "
+                                                   f"replicas per {p.period_s} s; baseline: Kubernetes default")
+    return out
+
+
+def replica_notes(plan: SeriesPlan, p: InferenceParams) -> dict[str, str]:
+    """Comments for ``min``/``max`` replicas and the threshold, keyed by bare key name
+    (HPA and ScaledObject spell them differently)."""
+    floor = (plan.plan.get("baseline") or {}).get("floor_replicas")
+    bl = f"baseline: {int(floor)} (1.5 x the last day's peak)" if floor is not None else \
+        "baseline: 1.5 x the previous day's peak"
+    tuned = f"tuned by replay search; {bl}"
+    return {"minReplicas": tuned, "minReplicaCount": tuned,
+            "maxReplicas": "tuned by replay search; baseline: no upper limit",
+            "maxReplicaCount": "tuned by replay search; baseline: no upper limit"}
+
+
 def external_metric_name(name: str) -> str:
     return "capplan_gpu_util_" + name.replace("-", "_")
 
@@ -92,7 +123,10 @@ def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
         },
     }
     folder = "manifests" if ctx.settings.autoscaler == "hpa" else "alternatives/hpa"
-    return Doc(f"{folder}/{name}-hpa.yaml", obj, notes={"averageValue": THRESHOLD_NOTE},
+    notes = {**replica_notes(plan, p), **behavior_notes(p, "spec.behavior"),
+             "averageValue": f"{THRESHOLD_NOTE}; tuned target {p.target_utilization:.2f}, baseline 70 (scale up above "
+                             "70 %)"}
+    return Doc(f"{folder}/{name}-hpa.yaml", obj, notes=notes,
                header=f"HPA for series {plan.series_id}; needs the prometheus-adapter rule in adapter/")
 
 

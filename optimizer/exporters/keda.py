@@ -15,15 +15,24 @@ Per inference series (KEDA docs "Scaling Deployments", "Prometheus" scaler,
   outage) is an error, not zero load, so ``fallback`` applies instead of a
   scale-down;
 * ``fallback`` (``failureThreshold``, ``replicas``) — KEDA supports it only for
-  ``AverageValue`` triggers, which all of these are;
+  ``AverageValue`` triggers, which all of these are. ``replicas`` is the plan's
+  p95 need for the next 24 h (:func:`optimizer.prescale.fallback_replicas`),
+  so an outage holds forecast demand instead of ``maxReplicaCount``;
 * ``advanced.horizontalPodAutoscalerConfig.behavior`` from the tuned policy;
-* one ``cron`` trigger per forecast pre-scaling window
+* one ``cron`` trigger per forecast peak (:func:`optimizer.prescale.prescale_windows`)
   (``timezone``, ``start``, ``end``, ``desiredReplicas``). The HPA takes the
   largest of the triggers, so pre-scaling only ever adds replicas. The cron
   fields are the window's weekday and time in the series' timezone, so a
-  window repeats weekly until the next plan replaces it;
-* credentials only through a ``TriggerAuthentication`` that references a
-  Secret (``secretTargetRef``); the Secret itself is not written.
+  window repeats weekly until the next plan replaces it; a window lasts as
+  long as its peak, never a day or more (:func:`cron_window` refuses);
+* authentication only when the config names credentials (``keda_auth.mode``
+  ``bearer``/``basic``, which ``mode: auto`` takes from ``prometheus:``): a
+  ``TriggerAuthentication`` that references a Secret (``secretTargetRef``);
+  the Secret itself is not written. Otherwise a plain trigger;
+* ``serverAddress`` from the config, or a placeholder marked in a comment;
+* a comment on each tuned number: where it came from and what the baseline
+  would have used.
+
 """
 
 from __future__ import annotations
@@ -32,7 +41,9 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 from optimizer.exporters.base import SCALE_TO_ZERO_ANNOTATION, Context, Doc, register
-from optimizer.exporters.hpa import behavior, min_replicas, pod_regex, quantity, target_percent
+from optimizer.exporters.hpa import (behavior, behavior_notes, min_replicas, pod_regex, quantity, replica_notes,
+                                     target_percent)
+from optimizer.exporters.settings import PROMETHEUS_PLACEHOLDER
 from optimizer.policy import InferenceParams, SeriesPlan
 
 AUTH_NAME = "capplan-prometheus"
@@ -40,32 +51,55 @@ THRESHOLD_NOTE = ("per replica (metricType AverageValue): percent points of summ
                   "per replica = target_utilization x 100 x GPUs per replica")
 ACTIVATION_NOTE = "whole query result in percent points (not per replica); decides 0 <-> 1 only"
 NULL_NOTE = "empty result = error (fallback), never zero load"
+PLACEHOLDER_NOTE = ("PLACEHOLDER: no Prometheus address in capplan.yaml; prometheus-operator's default Service. "
+                    "Set export.prometheus_url")
+MAX_WINDOW = dt.timedelta(days=1)
+
+
+def _local(iso: str, z: ZoneInfo) -> dt.datetime:
+    t = dt.datetime.fromisoformat(iso)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=dt.timezone.utc)
+    return t.astimezone(z)
 
 
 def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
-    """Weekly cron expressions (``m h * * dow``, Sunday = 0) for a UTC window, in zone ``tz``."""
-    z = ZoneInfo(tz)
+    """Weekly cron expressions (``m h * * dow``, Sunday = 0) for a UTC window, in zone ``tz``.
 
-    def expr(iso: str) -> str:
-        t = dt.datetime.fromisoformat(iso)
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=dt.timezone.utc)
-        t = t.astimezone(z)
+    Raises
+    ------
+    ValueError: the end is not after the start, or the window lasts more than a day (a
+        weekly cron pair cannot say "this week only", so such a window would repeat as
+        a standing floor; :func:`optimizer.prescale.prescale_windows` never makes one).
+    """
+    z = ZoneInfo(tz)
+    a, b = _local(start_iso, z), _local(end_iso, z)
+    if b <= a:
+        raise ValueError(f"pre-scaling window {start_iso} .. {end_iso}: the end is not after the start")
+    if b - a > MAX_WINDOW:
+        raise ValueError(f"pre-scaling window {start_iso} .. {end_iso} lasts {b - a}; at most a day")
+
+    def expr(t: dt.datetime) -> str:
         return f"{t.minute} {t.hour} * * {t.isoweekday() % 7}"
 
-    start, end = expr(start_iso), expr(end_iso)
-    if start == end:  # a window of whole weeks: KEDA rejects start == end, so end one minute early
-        end = expr((dt.datetime.fromisoformat(end_iso) - dt.timedelta(minutes=1)).isoformat())
-    return start, end
+    return expr(a), expr(b)
 
 
-def fallback_replicas(plan: SeriesPlan, p: InferenceParams, ctx: Context, lo: int) -> int:
-    """Configured value, else the largest forecast pre-scale need, else ``max_replicas``; within [lo, max]."""
+def fallback_replicas(plan: SeriesPlan, p: InferenceParams, ctx: Context, lo: int) -> tuple[int, str]:
+    """``(replicas, comment)`` for KEDA ``fallback``: the configured value, else the plan's
+    ``fallback_replicas`` (p95 need for the next 24 h), else (a policy written before
+    that field existed) the largest pre-scale need or ``lo``; within ``[lo, max_replicas]``."""
     n = ctx.settings.fallback_replicas
+    why = "export.fallback_replicas"
+    if n is None and plan.plan.get("fallback_replicas") is not None:
+        n = plan.plan["fallback_replicas"]
+        why = (f"forecast p95 need over the next 24 h at target {p.target_utilization:.2f}; "
+               "baseline: none (KEDA keeps the last scale)")
     if n is None:
         needs = [int(w["desired_replicas"]) for w in plan.plan.get("prescale") or []]
-        n = max(needs) if needs else int(p.max_replicas)
-    return min(max(int(n), lo), int(p.max_replicas))
+        n = max(needs) if needs else lo
+        why = "largest forecast pre-scale need (policy has no fallbackReplicas)"
+    return min(max(int(n), lo), int(p.max_replicas)), why
 
 
 def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
@@ -76,26 +110,41 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
     lo = min_replicas(p, s.allow_scale_to_zero)
     query = f'sum({s.gpu_metric}{{namespace="{t.namespace}",{s.pod_label}=~"{pod_regex(t.name, t.kind)}"}})'
     md = {
-        "serverAddress": s.prometheus_url,
+        "serverAddress": s.server_address,
         "query": query,
         "threshold": quantity(target_percent(p, t.gpus_per_replica)),
         "activationThreshold": quantity(s.activation_threshold_percent),
         "ignoreNullValues": "false",
     }
     prom = {"type": "prometheus", "name": "gpu-utilization", "metricType": "AverageValue", "metadata": md}
-    if s.keda_auth.mode != "none":
-        md["authModes"] = s.keda_auth.mode
+    if s.auth_mode != "none":
+        md["authModes"] = s.auth_mode
         prom["authenticationRef"] = {"name": AUTH_NAME, "kind": "TriggerAuthentication"}
     triggers = [prom]
     tz = plan.timezone or "UTC"
+    z = ZoneInfo(tz)
+    quant = p.prescale_quantile
+    notes = {**replica_notes(plan, p),
+             **behavior_notes(p, "spec.advanced.horizontalPodAutoscalerConfig.behavior"),
+             "spec.triggers[0].metadata.threshold": f"{THRESHOLD_NOTE}; tuned target {p.target_utilization:.2f}, "
+                                                    "baseline 70 (scale up above 70 %)",
+             "activationThreshold": ACTIVATION_NOTE, "ignoreNullValues": NULL_NOTE,
+             "spec.triggers[0].metadata.serverAddress": PLACEHOLDER_NOTE if s.prometheus_url is None else
+             "from capplan.yaml"}
     for i, w in enumerate(plan.plan.get("prescale") or []):
         start, end = cron_window(w["start"], w["end"], tz)
         want = min(max(int(w["desired_replicas"]), lo), int(p.max_replicas))
         triggers.append({"type": "cron", "name": f"prescale-{i}",
                          "metadata": {"timezone": tz, "start": start, "end": end, "desiredReplicas": str(want)}})
+        a, b = _local(w["start"], z), _local(w["end"], z)
+        notes[f"spec.triggers[{i + 1}].metadata.desiredReplicas"] = (
+            f"forecast {quant} peak {a:%a %H:%M}-{b:%H:%M} {tz} / target {p.target_utilization:.2f}, "
+            f"{p.prescale_lead_s} s early (tuned lead); baseline: no pre-scaling")
     meta = ctx.meta(plan, name, t.namespace)
     if lo == 0:
         meta["annotations"][SCALE_TO_ZERO_ANNOTATION] = "true"
+    fb, fb_note = fallback_replicas(plan, p, ctx, max(lo, 1))
+    notes["spec.fallback.replicas"] = fb_note
     obj = {
         "apiVersion": "keda.sh/v1alpha1",
         "kind": "ScaledObject",
@@ -106,22 +155,19 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
             "cooldownPeriod": s.cooldown_period_s,
             "minReplicaCount": lo,
             "maxReplicaCount": int(p.max_replicas),
-            "fallback": {"failureThreshold": s.fallback_failure_threshold,
-                         "replicas": fallback_replicas(plan, p, ctx, max(lo, 1))},
+            "fallback": {"failureThreshold": s.fallback_failure_threshold, "replicas": fb},
             "advanced": {"horizontalPodAutoscalerConfig": {"behavior": behavior(p)}},
             "triggers": triggers,
         },
     }
     folder = "manifests" if s.autoscaler == "keda" else "alternatives/keda"
-    return Doc(f"{folder}/{name}-scaledobject.yaml", obj,
-               notes={"threshold": THRESHOLD_NOTE, "activationThreshold": ACTIVATION_NOTE,
-                      "ignoreNullValues": NULL_NOTE},
+    return Doc(f"{folder}/{name}-scaledobject.yaml", obj, notes=notes,
                header=f"KEDA ScaledObject for series {plan.series_id} (forecast {plan.forecast_version})")
 
 
 def trigger_auth(namespace: str, ctx: Context) -> dict:
     a = ctx.settings.keda_auth
-    if a.mode == "bearer":
+    if ctx.settings.auth_mode == "bearer":
         refs = [{"parameter": "bearerToken", "name": a.secret_name, "key": a.bearer_key}]
     else:
         refs = [{"parameter": "username", "name": a.secret_name, "key": a.username_key},
@@ -130,12 +176,25 @@ def trigger_auth(namespace: str, ctx: Context) -> dict:
             "metadata": ctx.meta(None, AUTH_NAME, namespace), "spec": {"secretTargetRef": refs}}
 
 
+def warnings(plans: list[SeriesPlan], ctx: Context) -> dict[str, list[str]]:
+    """``series_id -> messages`` a user must act on before applying the ScaledObjects."""
+    out: dict[str, list[str]] = {}
+    if ctx.settings.prometheus_url is None:
+        for p in plans:
+            if p.kind == "inference":
+                out.setdefault(p.series_id, []).append(
+                    f"export: KEDA serverAddress is a placeholder ({PROMETHEUS_PLACEHOLDER}); set export.prometheus_url "
+                    "or prometheus.url")
+    return out
+
+
 @register("keda")
 def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
-    """A ScaledObject per inference series and a TriggerAuthentication per namespace used."""
+    """A ScaledObject per inference series and, when the config names credentials, a
+    TriggerAuthentication per namespace used."""
     inf = [p for p in plans if p.kind == "inference"]
     docs = [scaled_object(p, ctx) for p in inf]
-    if inf and ctx.settings.keda_auth.mode != "none":
+    if inf and ctx.settings.auth_mode != "none":
         folder = "manifests" if ctx.settings.autoscaler == "keda" else "alternatives/keda"
         for ns in sorted({ctx.target(p).namespace for p in inf}):
             docs.append(Doc(f"{folder}/{AUTH_NAME}-{ns}-triggerauthentication.yaml", trigger_auth(ns, ctx),

@@ -15,8 +15,10 @@
 | ``keda-fallback`` | a ScaledObject has ``fallback``; no trigger has ``metricType: Value`` then | KEDA "Scaling Deployments" (fallback) |
 | ``keda-inline-credentials`` | no credentials in trigger metadata; ``authModes`` needs ``authenticationRef`` | KEDA Authentication docs |
 | ``keda-query-single-element`` | the PromQL query is one aggregation without ``by``/``without`` | KEDA Prometheus scaler docs |
-| ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end`` that differ, integer ``desiredReplicas`` | KEDA Cron scaler docs |
+| ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end``, integer ``desiredReplicas``; for ``m h * * dow`` pairs, the end is after the start and the window lasts at most a day (a weekly window that wraps round holds for a week) | KEDA Cron scaler docs |
+| ``keda-trigger-metadata`` | trigger metadata values by type (``prometheus``, ``cron``, ``cpu``, ``memory``): known keys, numbers where KEDA parses numbers (``threshold: 'abc'`` fails), booleans as ``"true"``/``"false"``, an http(s) ``serverAddress`` | KEDA scaler docs |
 | ``volcano-queue-bounds`` | 0 <= guarantee <= deserved <= capability per resource | Volcano Queue docs |
+| ``volcano-queue-quota`` | capability <= the pool's quota (annotation ``capplan.io/quota-gpus``) unless ``capplan.io/capability-above-quota: "true"``; deserved >= min(GPUs the plan buys (``capplan.io/planned-gpus``), capability) | :mod:`.volcano` |
 | ``kustomization-resources`` | every listed resource exists, every manifest in the folder is listed | |
 """
 
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import jsonschema
+
 from optimizer.exporters.names import is_label
-from optimizer.exporters.validate import YAML_SUFFIXES, Problem
+from optimizer.exporters.problem import YAML_SUFFIXES, Problem
 
 RESOURCE_METRICS = {"cpu", "memory"}
 WINDOW_RANGE = (0, 3600)
@@ -37,10 +42,31 @@ KEDA_DEFAULT_MAX = 100
 PERCENT_METRIC = re.compile(r"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_MEM_COPY_UTIL|_percent\b|capplan_gpu_util", re.I)
 RATIO_METRIC = re.compile(r"DCGM_FI_PROF_|_ratio\b", re.I)
 CRED_KEYS = {"bearertoken", "password", "username", "token", "apikey", "key", "cert", "ca", "customauthvalue"}
-CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
 AGGREGATION = re.compile(r"^\s*(sum|avg|max|min|count|count_values|quantile|stddev|stdvar|topk|bottomk|group|"
                          r"scalar|vector)\s*\(", re.I)
 CRON_FIELD = re.compile(r"^[\d*/,\-A-Za-z?]+$")
+SIMPLE_CRON = re.compile(r"^(\d{1,2}) (\d{1,2}) \* \* (\d|\*)$")
+DAY_MIN, WEEK_MIN = 1440, 10080
+_NUMBER = {"type": "string", "pattern": r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$"}
+_BOOL = {"type": "string", "enum": ["true", "false"]}
+_TEXT = {"type": "string", "minLength": 1}
+#: metadata of the trigger types capplan writes (KEDA docs: "Prometheus", "Cron", "CPU", "Memory" scalers)
+TRIGGER_METADATA = {
+    "prometheus": {"required": ["serverAddress", "query", "threshold"], "properties": {
+        "serverAddress": {"type": "string", "pattern": "^https?://[^\\s/]+"}, "query": _TEXT, "threshold": _NUMBER,
+        "activationThreshold": _NUMBER, "ignoreNullValues": _BOOL, "unsafeSsl": _BOOL, "timeout": _NUMBER,
+        "authModes": {"type": "string", "pattern": "^(bearer|basic|tls|custom)(,(bearer|basic|tls|custom))*$"},
+        "namespace": _TEXT, "queryParameters": _TEXT, "customHeaders": _TEXT, "cortexOrgID": _TEXT,
+        "metricName": _TEXT}},
+    "cron": {"required": ["timezone", "start", "end", "desiredReplicas"], "properties": {
+        "timezone": _TEXT, "start": _TEXT, "end": _TEXT, "desiredReplicas": {"type": "string", "pattern": r"^\d+$"}}},
+    "cpu": {"required": ["value"], "properties": {"value": _NUMBER, "type": {"enum": ["Utilization", "AverageValue"]},
+                                                  "containerName": _TEXT}},
+    "memory": {"required": ["value"], "properties": {"value": _NUMBER,
+                                                     "type": {"enum": ["Utilization", "AverageValue"]},
+                                                     "containerName": _TEXT}},
+}
 
 
 def _num(x) -> float | None:
@@ -162,6 +188,7 @@ def _scaled_object(file: str, o: dict, out: list[Problem]) -> None:
             if k.lower() in CRED_KEYS:
                 out.append(Problem(file, f"{base}.metadata.{k}", "keda-inline-credentials",
                                    "credentials belong in a Secret referenced by a TriggerAuthentication"))
+        _trigger_metadata(file, base, t.get("type"), md, out)
         if "authModes" in md and not t.get("authenticationRef"):
             out.append(Problem(file, f"{base}.authenticationRef", "keda-inline-credentials",
                                "authModes is set but no authenticationRef names a TriggerAuthentication"))
@@ -189,8 +216,7 @@ def _scaled_object(file: str, o: dict, out: list[Problem]) -> None:
                 if len(fields) != 5 or not all(CRON_FIELD.match(x) for x in fields):
                     out.append(Problem(file, f"{base}.metadata.{k}", "cron-trigger",
                                        f"{md.get(k)!r} is not a 5-field cron expression"))
-            if md.get("start") is not None and md.get("start") == md.get("end"):
-                out.append(Problem(file, f"{base}.metadata.end", "cron-trigger", "start and end are the same"))
+            _cron_span(file, base, md.get("start"), md.get("end"), out)
             d = md.get("desiredReplicas")
             if not re.fullmatch(r"\d+", str(d)):
                 out.append(Problem(file, f"{base}.metadata.desiredReplicas", "cron-trigger",
@@ -198,6 +224,69 @@ def _scaled_object(file: str, o: dict, out: list[Problem]) -> None:
             elif isinstance(hi, int) and int(d) > hi:
                 out.append(Problem(file, f"{base}.metadata.desiredReplicas", "replica-bounds",
                                    f"{d} > maxReplicaCount {hi}"))
+
+
+@lru_cache(maxsize=None)
+def _metadata_validator(kind: str):
+    spec = TRIGGER_METADATA[kind]
+    return jsonschema.Draft202012Validator({"type": "object", "additionalProperties": False, **spec})
+
+
+def _trigger_metadata(file: str, base: str, kind, md, out: list[Problem]) -> None:
+    """Rule ``keda-trigger-metadata``: the metadata of known trigger types, value by value."""
+    if kind not in TRIGGER_METADATA or not isinstance(md, dict):
+        return
+    for e in sorted(_metadata_validator(kind).iter_errors(md), key=lambda e: str(list(e.absolute_path))):
+        key = ".".join(str(x) for x in e.absolute_path)
+        where = f"{base}.metadata" + (f".{key}" if key else "")
+        if e.validator == "pattern" or e.validator == "enum":
+            msg = f"{e.instance!r} is not a valid {kind} {key} (" + (
+                "a number, e.g. '70'" if e.schema == _NUMBER else
+                "'true' or 'false'" if e.schema == _BOOL else f"expected {e.schema.get('enum') or e.schema['pattern']}") + ")"
+        elif e.validator == "additionalProperties":
+            msg = f"unknown {kind} metadata: {e.message}"
+        else:
+            msg = e.message
+        out.append(Problem(file, where, "keda-trigger-metadata", msg))
+
+
+def _cron_span(file: str, base: str, start, end, out: list[Problem]) -> None:
+    """Rule ``cron-trigger`` on a ``m h * * dow`` pair: end after start, at most a day long."""
+    a, b = SIMPLE_CRON.match(str(start or "")), SIMPLE_CRON.match(str(end or ""))
+    if start is not None and start == end:
+        out.append(Problem(file, f"{base}.metadata.end", "cron-trigger", "start and end are the same"))
+        return
+    if not a or not b or (a.group(3) == "*") != (b.group(3) == "*"):
+        return  # ranges, steps or lists: not checked here
+    ma, mb = (int(m.group(2)) * 60 + int(m.group(1)) for m in (a, b))
+    if a.group(3) == "*":
+        return  # a daily window (crossing midnight or not) is always shorter than a day
+    da, db = int(a.group(3)) % 7, int(b.group(3)) % 7
+    if da == db and mb <= ma:
+        out.append(Problem(file, f"{base}.metadata.end", "cron-trigger",
+                           f"end {end!r} is not after start {start!r} on the same day: the window would hold for "
+                           f"{(mb - ma) % WEEK_MIN / DAY_MIN:.1f} days, every week"))
+        return
+    span = (db * DAY_MIN + mb - da * DAY_MIN - ma) % WEEK_MIN
+    if span > DAY_MIN:
+        out.append(Problem(file, f"{base}.metadata.end", "cron-trigger",
+                           f"window {start!r} .. {end!r} lasts {span / 60:.1f} h; a pre-scaling window covers one "
+                           "forecast peak, at most a day"))
+
+
+def _queue_quota(file: str, o: dict, res: str, dv, cv, out: list[Problem]) -> None:
+    """Rule ``volcano-queue-quota`` from the annotations :mod:`.volcano` writes."""
+    ann = (o.get("metadata") or {}).get("annotations") or {}
+    quota, planned = _num(ann.get("capplan.io/quota-gpus")), _num(ann.get("capplan.io/planned-gpus"))
+    above = str(ann.get("capplan.io/capability-above-quota", "")).lower() == "true"
+    if quota is not None and cv is not None and cv > quota and not above:
+        out.append(Problem(file, f"spec.capability.{res}", "volcano-queue-quota",
+                           f"capability {cv:g} is above the pool's quota {quota:g}; lower it, or annotate "
+                           'capplan.io/capability-above-quota: "true" (export.capability_limit: plan)'))
+    if planned is not None and dv is not None and cv is not None and dv < min(planned, cv):
+        out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-quota",
+                           f"deserved {dv:g} is below the {planned:g} GPUs the plan buys; other queues could "
+                           "reclaim capacity the team pays for"))
 
 
 def _queue(file: str, o: dict, out: list[Problem]) -> None:
@@ -218,6 +307,8 @@ def _queue(file: str, o: dict, out: list[Problem]) -> None:
         if gv is not None and cv is not None and gv > cv:
             out.append(Problem(file, f"spec.capability.{res}", "volcano-queue-bounds",
                                f"guarantee {gv:g} > capability {cv:g}"))
+        if res == "nvidia.com/gpu" or len(set(g) | set(d) | set(c)) == 1:
+            _queue_quota(file, o, res, dv, cv, out)
 
 
 def lint_object(file: str, o: dict) -> list[Problem]:
@@ -227,7 +318,10 @@ def lint_object(file: str, o: dict) -> list[Problem]:
         return out
     kind = o.get("kind")
     meta = o.get("metadata") or {}
-    if kind not in ("Kustomization",) and "name" in meta and not is_label(str(meta["name"])):
+    if kind == "CustomResourceDefinition":  # <plural>.<group>: an RFC 1123 subdomain
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", str(meta.get("name", ""))):
+            out.append(Problem(file, "metadata.name", "rfc1123-name", f"{meta.get('name')!r} is not an RFC 1123 subdomain"))
+    elif kind not in ("Kustomization",) and "name" in meta and not is_label(str(meta["name"])):
         out.append(Problem(file, "metadata.name", "rfc1123-name",
                            f"{meta['name']!r} is not an RFC 1123 label (lower-case a-z, 0-9, '-', <= 63 chars)"))
     if kind in CLUSTER_SCOPED and meta.get("namespace"):

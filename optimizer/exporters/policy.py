@@ -10,29 +10,38 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
   hour's on-demand top-up, present when the policy has an hourly layer; the
   dispatcher recomputes it each hour from ``params.topupQuantile`` and
   ``params.topupHeadroom``), plus ``capabilityGpus``, ``deservedGpus``,
-  ``quotaGpus`` (GPU counts);
+  ``quotaGpus``, ``lastPeakGpus`` (GPU counts);
 * ``scaling`` (inference): ``minReplicas``, ``maxReplicas``,
-  ``targetUtilization`` (**ratio** 0–1), ``prescale`` windows
+  ``targetUtilization`` (**ratio** 0–1), ``fallbackReplicas``, ``prescale`` windows
   (UTC ISO ``start``/``end``, ``desiredReplicas``) with their lead time;
 * ``params``: the tuned parameters, keys in camelCase, units as in
   :mod:`optimizer.policy` (ratios 0–1, ``*Percent`` in percent, ``*S`` seconds);
 * ``expected``: ``recommended`` and ``baseline`` replay metrics
   (``costUsd`` in USD, ``coverage`` and ``idleRatio`` ratios, ``unmet`` in
   GPU- or replica-hours);
+* ``baselineLevels``: what the seeds' rules of thumb would set from the last
+  day of history (:mod:`optimizer.history_levels`);
 * ``forecastVersion``, ``validFrom``, ``fallbacks``.
 
+Floats are rounded for reading (:func:`human`: 4 significant digits, cents
+kept), so ``policy.yaml`` shows ``0.7898``, not ``0.7897946257902195``.
+
 :func:`read_policy` parses the file back into :class:`SeriesPlan` objects;
-write -> read gives the same values.
+write -> read gives the same values up to that rounding.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from pathlib import Path
 
 import yaml
 
+from optimizer.exporters import crd
 from optimizer.exporters.base import Context, Doc, register
+from optimizer.exporters.validate import default_schemas_dir
 from optimizer.policy import Metrics, SeriesPlan
 
 API_VERSION = "capplan.io/v1alpha1"
@@ -41,8 +50,27 @@ PATH = "policy.yaml"
 LEAD = {"reserved": "P7D", "onDemand": "P1D", "spot": "P1D", "onDemandHourly": "PT1H"}
 _TRAIN_KEYS = {"reserved_gpus": "reserved", "on_demand_gpus": "onDemand", "spot_gpus": "spot",
                "on_demand_hourly_gpus": "onDemandHourly"}
-_TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGpus", "quota_gpus": "quotaGpus"}
-_INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization"}
+_TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGpus", "quota_gpus": "quotaGpus",
+               "last_peak_gpus": "lastPeakGpus"}
+_INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization",
+             "fallback_replicas": "fallbackReplicas"}
+SIGNIFICANT = 4  # digits a human reads in policy.yaml; USD keep cents
+
+
+def human(x):
+    """``x`` rounded for reading: floats to 4 significant digits (at least 2 decimals, so
+    USD keep their cents: ``0.7897946257902195`` -> ``0.7898``, ``17797.260000000002`` ->
+    ``17797.26``); dicts and lists recursed; other values unchanged."""
+    if isinstance(x, dict):
+        return {k: human(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [human(v) for v in x]
+    if isinstance(x, float) and math.isfinite(x):
+        if x == int(x):
+            return x
+        digits = max(SIGNIFICANT - 1 - int(math.floor(math.log10(abs(x)))), 2)
+        return round(x, digits)
+    return x
 
 
 def camel(key: str) -> str:
@@ -80,13 +108,15 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
                                        "desiredReplicas": int(w["desired_replicas"])}
                                       for w in pl.pop("prescale", []) or []]}
         e["scaling"] = sc
+    if "baseline" in pl:
+        e["baselineLevels"] = pl.pop("baseline")
     if pl:
         e["planExtra"] = pl
     e["params"] = _camel_dict(p.params)
     e["expected"] = {"recommended": _camel_dict(p.recommended.model_dump()),
                      "baseline": _camel_dict(p.baseline.model_dump())}
     e["fallbacks"] = list(p.fallbacks)
-    return e
+    return human(e)
 
 
 def policy_object(plans: list[SeriesPlan], ctx: Context) -> dict:
@@ -100,6 +130,16 @@ def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
     return [Doc(PATH, policy_object(plans, ctx),
                 header="capplan dispatcher policy; schema: schemas/dispatcherpolicy.schema.json\n"
                        "ratios are 0-1, costs USD, unmet in GPU-hours (training) or replica-hours (inference)")]
+
+
+@register("crd")
+def write_crd(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
+    """``crds/capplan.io_dispatcherpolicies.yaml``: the CRD that lets ``kubectl apply`` accept policy.yaml."""
+    sd = ctx.settings.schemas_dir or default_schemas_dir()
+    schema = json.loads((Path(sd) / crd.SCHEMA_FILE).read_text())
+    return [Doc(f"crds/{crd.CRD_FILE}", crd.crd(schema),
+                header=f"CustomResourceDefinition of {API_VERSION} {KIND}; generated from {crd.SCHEMA_FILE}.\n"
+                       "kubectl apply -f crds/ once, then kubectl apply -f policy.yaml")]
 
 
 def plans_from_policy(obj: dict) -> list[SeriesPlan]:
@@ -129,6 +169,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
                     plan[k] = sc[v]
             plan["prescale"] = [{"start": w["start"], "end": w["end"], "desired_replicas": w["desiredReplicas"]}
                                 for w in sc.get("prescale", {}).get("windows", [])]
+        if "baselineLevels" in e:
+            plan["baseline"] = e["baselineLevels"]
         if e.get("validFrom") is not None:
             plan["valid_from"] = e["validFrom"]
         plan.update(e.get("planExtra", {}))

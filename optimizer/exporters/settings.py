@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: serverAddress when neither export.prometheus_url nor prometheus.url is configured:
+#: the Service that prometheus-operator (kube-prometheus-stack) creates. Marked in the manifest.
+PROMETHEUS_PLACEHOLDER = "http://prometheus-operated.monitoring.svc:9090"
 
 
 class TargetSettings(BaseModel):
@@ -21,22 +24,34 @@ class TargetSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = Field(default=None, description="Deployment name (RFC 1123 label); default: the series "
                              "id's last part, sanitised")
-    namespace: str | None = None
+    namespace: str | None = Field(default=None, description="namespace of the workload; default: export.namespace")
     kind: Literal["Deployment", "StatefulSet"] = "Deployment"
     gpus_per_replica: int = Field(default=1, ge=1, description="GPUs each replica holds (scales the per-replica "
                                   "threshold of the summed DCGM utilisation)")
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _label(cls, v: str | None) -> str | None:
+        if v is not None and not _RFC1123_LABEL.match(v):
+            raise ValueError(f"{v!r} is not a valid name (RFC 1123 label: lower-case a-z, 0-9, '-')")
+        return v
 
 
 class KedaAuthSettings(BaseModel):
     """How KEDA authenticates to Prometheus. Credentials come from a Secret that
     the cluster owner creates; capplan writes only the reference.
 
+    ``mode: auto`` (the default) follows the ``prometheus:`` section of
+    ``capplan.yaml``: ``bearer`` when it names ``bearer_token_env``, ``basic``
+    when it names ``basic_auth``, else ``none`` — a plain trigger with no
+    TriggerAuthentication, so nothing refers to a Secret that does not exist.
+
     See KEDA docs "Prometheus" scaler (``authModes``) and "Authentication"
     (``TriggerAuthentication.spec.secretTargetRef``).
     """
 
     model_config = ConfigDict(extra="forbid")
-    mode: Literal["none", "bearer", "basic"] = "bearer"
+    mode: Literal["auto", "none", "bearer", "basic"] = "auto"
     secret_name: str = "capplan-prometheus-auth"
     bearer_key: str = "bearerToken"
     username_key: str = "username"
@@ -63,9 +78,14 @@ class ExportSettings(BaseModel):
       written in percent.
     * ``activation_threshold_percent``: KEDA ``activationThreshold``: compared
       with the whole query result (not per replica); only matters for 0 <-> 1.
+    * ``prometheus_url``: KEDA's ``serverAddress``; default: ``prometheus.url``
+      of ``capplan.yaml``, else :data:`PROMETHEUS_PLACEHOLDER` (marked as a
+      placeholder in the manifest and warned about).
     * ``fallback_failure_threshold``/``fallback_replicas``: KEDA ``fallback``;
-      ``fallback_replicas=None`` uses the largest forecast pre-scale need, else
-      ``max_replicas``.
+      ``fallback_replicas=None`` uses the plan's p95 replicas for the next 24 h
+      (:func:`optimizer.prescale.fallback_replicas`).
+    * ``capability_limit``: Volcano ``capability`` is at most the pool's quota
+      (``quota``, the default) or the plan's cap even above it (``plan``).
     * ``allow_scale_to_zero``: permit ``minReplicaCount: 0`` (KEDA only).
     * ``reclaimable``: Volcano ``Queue.spec.reclaimable``.
     * ``resource_metrics``: extra HPA Resource metrics (``cpu``/``memory``
@@ -75,7 +95,7 @@ class ExportSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     namespace: str = "default"
-    prometheus_url: str = "http://prometheus-operated.monitoring.svc:9090"
+    prometheus_url: str | None = None
     autoscaler: Literal["keda", "hpa"] = "keda"
     gpu_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     pod_label: str = "pod"
@@ -86,6 +106,7 @@ class ExportSettings(BaseModel):
     cooldown_period_s: int = Field(default=300, ge=0)
     allow_scale_to_zero: bool = False
     reclaimable: bool = True
+    capability_limit: Literal["quota", "plan"] = "quota"
     queue_weight: int = Field(default=1, ge=1)
     gpu_resource: str = "nvidia.com/gpu"
     resource_metrics: dict[Literal["cpu", "memory"], int] = Field(default_factory=dict)
@@ -101,6 +122,16 @@ class ExportSettings(BaseModel):
         if not _RFC1123_LABEL.match(v):
             raise ValueError(f"{v!r} is not a valid namespace (RFC 1123 label)")
         return v
+
+    @property
+    def auth_mode(self) -> str:
+        """``keda_auth.mode`` with ``auto`` resolved (``none`` unless the capplan config set it)."""
+        return "none" if self.keda_auth.mode == "auto" else self.keda_auth.mode
+
+    @property
+    def server_address(self) -> str:
+        """KEDA ``serverAddress``: ``prometheus_url`` or :data:`PROMETHEUS_PLACEHOLDER`."""
+        return self.prometheus_url or PROMETHEUS_PLACEHOLDER
 
     @field_validator("resource_metrics")
     @classmethod

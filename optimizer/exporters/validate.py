@@ -8,7 +8,9 @@
   ``schemas/README.md``), made strict the way the API server prunes unknown
   fields: ``additionalProperties: false`` wherever a CRD lists ``properties``
   without ``x-kubernetes-preserve-unknown-fields``.
-* ``policy.yaml`` against ``schemas/dispatcherpolicy.schema.json``; the
+* ``policy.yaml`` against ``schemas/dispatcherpolicy.schema.json`` and against
+  the DispatcherPolicy CRD generated from it
+  (``schemas/capplan.io_dispatcherpolicies.yaml``, :mod:`.crd`); the
   kustomization and the prometheus-adapter rules against small schemas here.
 
 Then the semantic rules of :mod:`.lint` run over everything. Every finding is
@@ -19,20 +21,22 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import jsonschema
 import yaml
 
+from optimizer.exporters.lint import lint
+from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem
+
 SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("keda.sh", "TriggerAuthentication"): "keda.sh_triggerauthentications.yaml",
     ("scheduling.volcano.sh", "Queue"): "scheduling.volcano.sh_queues.yaml",
+    ("capplan.io", "DispatcherPolicy"): "capplan.io_dispatcherpolicies.yaml",  # generated, optimizer.exporters.crd
 }
 POLICY_SCHEMA = "dispatcherpolicy.schema.json"
-YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 KUSTOMIZATION_SCHEMA = {
     "type": "object",
@@ -60,29 +64,6 @@ ADAPTER_SCHEMA = {
             "metricsQuery": {"type": "string", "pattern": "<<\\.Series>>"},
         }}}},
 }
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding: ``file`` (relative to the checked folder), JSON ``path``, ``rule``, ``message``."""
-
-    file: str
-    path: str
-    rule: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.path or '.'}: [{self.rule}] {self.message}"
-
-
-class ExportValidationError(ValueError):
-    """Exported files failed validation; ``problems`` lists every finding."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = list(problems)
-        shown = "\n".join(f"  {p}" for p in self.problems[:50])
-        more = f"\n  ... and {len(self.problems) - 50} more" if len(self.problems) > 50 else ""
-        super().__init__(f"{len(self.problems)} problem(s) in exported files:\n{shown}{more}")
 
 
 def default_schemas_dir() -> Path:
@@ -113,6 +94,13 @@ def _strict(node):
     if (out.get("type") == "object" and "properties" in out and "additionalProperties" not in out
             and not out.get("x-kubernetes-preserve-unknown-fields")):
         out["additionalProperties"] = False
+    if out.pop("nullable", False) and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    for ex, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if out.get(ex) is True and bound in out:  # OpenAPI v3.0 boolean form -> JSON Schema number
+            out[ex] = out.pop(bound)
+        elif out.get(ex) is False:
+            out.pop(ex)
     if out.get("x-kubernetes-int-or-string") and "anyOf" not in out:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
         out.pop("type", None)
@@ -161,7 +149,13 @@ def validate_object(obj, file: str, schemas_dir: str | Path | None = None, k8s_v
     if kind == "Kustomization":
         return _jsonschema_problems(obj, KUSTOMIZATION_SCHEMA, file, "schema:kustomization")
     if kind == "DispatcherPolicy":
-        return _jsonschema_problems(obj, policy_schema(sd), file, "schema:dispatcherpolicy")
+        # the JSON Schema (with the per-kind rules), then the CRD the API server applies
+        found = _jsonschema_problems(obj, policy_schema(sd), file, "schema:dispatcherpolicy")
+        s = crd_schema(sd, "capplan.io", kind, api.rpartition("/")[2]) if api.startswith("capplan.io/") else None
+        seen = {p.path for p in found}
+        if s is not None:
+            found += [p for p in _jsonschema_problems(obj, s, file, "schema:crd/DispatcherPolicy") if p.path not in seen]
+        return found
     group, _, version = api.rpartition("/")
     if (group, kind) in SCHEMA_FILES:
         s = crd_schema(sd, group, kind, version)
@@ -186,6 +180,26 @@ def load_docs(path: Path, rel: str) -> tuple[list[dict], list[Problem]]:
     return docs, []
 
 
+def validate_files(root: str | Path, rels: list[str], schemas_dir: str | Path | None = None,
+                   k8s_version: str = "1.30") -> list[Problem]:
+    """Every problem in the files ``rels`` (paths relative to ``root``): schemas, then lint rules.
+    JSON files without an ``apiVersion`` (data such as ``report.json``) are skipped."""
+    root = Path(root)
+    problems: list[Problem] = []
+    items: list[tuple[str, dict]] = []
+    for rel in sorted(rels):
+        f = root / rel
+        docs, probs = load_docs(f, rel)
+        problems += probs
+        if f.suffix == ".json" and not any(isinstance(d, dict) and "apiVersion" in d for d in docs):
+            continue
+        for i, d in enumerate(docs):
+            label = rel if len(docs) == 1 else f"{rel}#{i}"
+            problems += validate_object(d, label, schemas_dir, k8s_version)
+            items.append((label, d))
+    return problems + lint(items, root)
+
+
 def validate_dir(folder: str | Path, schemas_dir: str | Path | None = None, k8s_version: str = "1.30") -> list[Problem]:
     """Every problem in the YAML/JSON files under ``folder`` (schemas, then lint rules).
 
@@ -193,22 +207,12 @@ def validate_dir(folder: str | Path, schemas_dir: str | Path | None = None, k8s_
     ------
     FileNotFoundError: ``folder`` does not exist.
     """
-    from optimizer.exporters.lint import lint
-
     root = Path(folder)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: no such folder")
-    problems: list[Problem] = []
-    items: list[tuple[str, dict]] = []
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES):
-        rel = f.relative_to(root).as_posix()
-        docs, probs = load_docs(f, rel)
-        problems += probs
-        if f.suffix == ".json" and not any(isinstance(d, dict) and "apiVersion" in d for d in docs):
-            continue  # data files such as report.json
-        for i, d in enumerate(docs):
-            label = rel if len(docs) == 1 else f"{rel}#{i}"
-            problems += validate_object(d, label, schemas_dir, k8s_version)
-            items.append((label, d))
-    problems += lint(items, root)
-    return problems
+    rels = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES]
+    return validate_files(root, rels, schemas_dir, k8s_version)
+
+
+__all__ = ["validate_dir", "validate_files", "validate_object", "load_docs", "Problem", "ExportValidationError",
+           "YAML_SUFFIXES", "default_schemas_dir"]
