@@ -126,7 +126,11 @@ def peer_forecasts(history5: pd.DataFrame, issued: dict[str, list[pd.Timestamp]]
         out["naive_conformal"].append(naive_conformal(a, issued.get(sid, []), sid))
         if "autoets" in out:
             try:
-                out["autoets"].append(autoets(a, issued.get(sid, []), sid))
+                f = autoets(a, issued.get(sid, []), sid)
+                if f.empty and issued.get(sid):
+                    notes.append(f"autoets not scored on {sid}: less than two days ({2 * ETS_SEASON} steps) of "
+                                 "history before its origins")
+                out["autoets"].append(f)
             except ImportError as exc:
                 notes.append(f"autoets not scored: {exc.name or 'statsforecast'} is not installed "
                              "(bash scripts/setup.sh bench installs the bench dependencies)")

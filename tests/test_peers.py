@@ -66,6 +66,6 @@ def test_a_missing_statsforecast_is_said_not_hidden(monkeypatch):
 def test_a_series_too_short_for_a_peer_gets_an_empty_typed_frame():
     a = series(np.arange(100, dtype=float))  # shorter than two seasons: AutoETS issues nothing
     h5 = pd.DataFrame({"series_id": "s", "timestamp": a.index, "value": a.to_numpy()})
-    got, _ = peers.peer_forecasts(h5, {"s": []})
-    for f in got.values():
-        assert f.empty and str(f["issued_at"].dtype) == "datetime64[ns, UTC]"
+    got, notes = peers.peer_forecasts(h5, {"s": [a.index[50]]})
+    assert got["autoets"].empty and str(got["autoets"]["issued_at"].dtype) == "datetime64[ns, UTC]"
+    assert notes == ["autoets not scored on s: less than two days (576 steps) of history before its origins"]
