@@ -1,7 +1,9 @@
 """History in, forecasts out.
 
 Owns regularising, the three tiers (:mod:`forecasting.tiers`), calendars,
-backtests and metrics, combining (:mod:`forecasting.combine`), assembling the
+backtests and metrics, lead buckets (:mod:`forecasting.buckets`), combining
+(:mod:`forecasting.combination`), calibrating (:mod:`forecasting.calibration`), the
+backtest peers (:mod:`forecasting.peers`), assembling the
 combined forecasts (:mod:`forecasting.assemble`), forecast bounds
 (:mod:`forecasting.bounds`) and the model registry with its reuse rule
 (:mod:`forecasting.registry`, :mod:`forecasting.reuse`).

@@ -3,12 +3,14 @@
 For each series, from the rolling-origin forecasts of :data:`ROLLING_MODELS`
 and their 7-day plan forecasts (forecast frames on the 5-minute grid):
 
-* **rolling**: the combination is re-chosen every UTC day from the rows realised
-  before it (:func:`forecasting.combine.combine_online`) and calibrated online
-  (split conformal), so no origin sees its own or any later actual;
-* **plan**: the combination and offsets learned on the last
-  :data:`forecasting.combine.LOOKBACK` of realised rows, applied to the plan
-  forecasts and laid on a full :data:`PLAN_STEPS` grid after the last point.
+* **rolling**: each origin is combined with exponentially weighted loss weights
+  from the rows realised before it (:func:`forecasting.combination.combine_online`)
+  and calibrated online (adaptive split conformal,
+  :func:`forecasting.calibration.calibrate_online`), so no origin sees its own or
+  any later actual;
+* **plan**: the weights at the last observation and the offsets of the last
+  :data:`forecasting.calibration.CAL_WINDOW` of realised rows, applied to the
+  plan forecasts and laid on a full :data:`PLAN_STEPS` grid after the last point.
 
 Both are bounded (:mod:`forecasting.bounds`). Imports nothing of ``capplan``.
 """
@@ -17,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
-from forecasting import combine
+from forecasting import calibration, combination
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
 from forecasting.types import FORECAST_COLUMNS, QCOLS
 
@@ -33,7 +34,8 @@ ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive")
 class Assembled:
     """``rolling``: the combined rolling forecasts (``tier == "combined"``); ``final``:
     the combined 7-day plan forecast; ``combination``: per series, how both were
-    made (``{"rolling": {...}, "final": {"combination", "calibration", "levels"}}``)."""
+    made (:func:`forecasting.combination.combination_report`: ``method``, ``calibration``,
+    ``members`` per lead bucket, ``rolling``, ``final``)."""
 
     rolling: pd.DataFrame
     final: pd.DataFrame
@@ -42,7 +44,8 @@ class Assembled:
 
 def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
              finals: dict[str, pd.DataFrame]) -> Assembled:
-    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combine`).
+    """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combination`,
+    :mod:`forecasting.calibration`).
 
     ``h5``: the history frame (5-minute grid); ``series_ids``: the series to
     combine; ``rolling[model]`` / ``finals[model]``: forecast frames of every
@@ -58,26 +61,17 @@ def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
     for sid in series_ids:
         per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
         last = last5[sid]
-
-        def recent(iss, ts, last=last):
-            return np.asarray(pd.DatetimeIndex(ts) > last - combine.LOOKBACK)
-
-        c, n_choices = combine.combine_online(per, actuals[sid], sid)
+        c, mean_w = combination.combine_online(per, actuals[sid], sid)
         levels: dict[str, list[float]] = {}
-        comb.append(sanitise_rolling(combine.calibrate_online(c, actuals[sid], levels_out=levels), h5))
-        final_spec = combine.learn_combination(per, actuals[sid], recent)
+        comb.append(sanitise_rolling(calibration.calibrate_online(c, actuals[sid], levels_out=levels), h5))
+        final_spec = combination.learn_combination(per, actuals[sid])
         # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
-        final_off = combine.learn_calibration(combine.apply_combination(per, final_spec, sid), actuals[sid], recent,
-                                              levels=levels)
-        choices = ", ".join(f"{b} {k}" for b, k in n_choices.items())
-        combos[sid] = {"rolling": {"combination": f"re-chosen daily from the trailing {combine.LOOKBACK.days} days "
-                                                  f"(daily choices: {choices})",
-                                   "calibration": f"online adaptive split conformal, trailing "
-                                                  f"{combine.CAL_WINDOW.days} days"},
-                       "final": {"combination": final_spec, "calibration": final_off, "levels": levels}}
+        final_off = calibration.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],
+                                                  last - calibration.CAL_WINDOW, levels=levels)
+        combos[sid] = combination.combination_report(final_spec, mean_w, final_off, levels)
         per_final = {n: finals[n][finals[n]["series_id"] == sid] for n in ROLLING_MODELS}
-        c = combine.apply_combination(per_final, final_spec, sid)
-        c = combine.apply_calibration(c, final_off)
+        c = combination.apply_combination(per_final, final_spec, sid)
+        c = calibration.apply_calibration(c, final_off)
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()

@@ -3,7 +3,8 @@
 #   - Debian packages the tests need (prometheus + promtool, chromium + chromedriver), when run as root
 #     or with sudo, and only when missing;
 #   - a virtualenv in .venv with capplan and the pinned dependencies (requirements.lock as constraints).
-# Usage: bash scripts/setup.sh [core|test]   (core: just what `capplan plan` needs)
+# Usage: bash scripts/setup.sh [core|test|bench]   (core: just what `capplan plan` needs; bench: core plus
+#   statsforecast for the AutoETS peer in `capplan backtest` and benchmarks/bench_accuracy.py; test: everything)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-core}"
@@ -49,3 +50,11 @@ extras=""
 [ "$MODE" = "test" ] && extras="[test,airflow]"
 setup_message "$MODE" >&2
 .venv/bin/python -m pip install -q -c requirements.lock -c airflow_dags/requirements-airflow.lock -e ".${extras}" >&2
+if [ "$MODE" = "test" ] || [ "$MODE" = "bench" ]; then
+  # the AutoETS peer of `capplan backtest` (README "Results on the embedded sample"): statsforecast and fugue declare
+  # pandas<3, yet AutoETS runs on numpy arrays and works with pandas 3, so these pinned packages go in
+  # without their declared dependencies (everything else they import is already a core dependency)
+  echo "setup: installing the bench dependencies (statsforecast)" >&2
+  .venv/bin/python -m pip install -q --no-deps -c requirements.lock \
+    statsforecast coreforecast utilsforecast fugue triad adagio fsspec >&2
+fi

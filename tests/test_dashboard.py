@@ -156,7 +156,12 @@ def test_forecasts_page(store_env):
     for sid in SERIES:
         at.selectbox(key="fc_series").set_value(sid).run()
         _ok(at)
-        bt = at.dataframe[0].value
+        members = rep["series"][sid]["combination"]["members"]
+        shown = at.dataframe[0].value  # who carries weight per lead bucket, as in report.json
+        assert list(shown["lead bucket"]) == list(members)
+        for _, r in shown.iterrows():
+            assert {m: r[m] for m in members[r["lead bucket"]]} == members[r["lead bucket"]]
+        bt = at.dataframe[-1].value
         assert {"hourly", "daily", "weekly", "combined", "seasonal_naive"} <= set(bt["model"])
         assert {"MASE", "pinball", "coverage_p95"} <= set(bt.columns)
         row = bt[(bt["model"] == "seasonal_naive") & (bt["horizon"] == "all")].iloc[0]
@@ -165,7 +170,7 @@ def test_forecasts_page(store_env):
     at.selectbox(key="fc_series").set_value("train/vc6YE").run()  # a series long enough for a 24h band
     at.radio(key="fc_horizon").set_value("24h").run()
     _ok(at)
-    assert set(at.dataframe[0].value["horizon"]) == {"24h"}
+    assert set(at.dataframe[-1].value["horizon"]) == {"24h"}
 
 
 def test_plan_page(store_env):

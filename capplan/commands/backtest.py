@@ -13,17 +13,19 @@ from capplan.config import load_config
 from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from capplan.errors import InputError
-from forecasting.backtest import summarise
+from forecasting.backtest import BEST_OF, evaluation_origins, summarise
+from forecasting.peers import peer_forecasts
 
-MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet")
+MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet", "naive_conformal", "autoets")
 HORIZONS = ("1h", "24h", "7d")
 
 
-def backtest_document(scores: dict) -> dict:
+def backtest_document(scores: dict, notes: list[str] | None = None) -> dict:
     """Reshape pipeline scores into ``{"series": {ID: {"horizons": {h: {model: {mase, smape,
-    pinball, coverage_p95, idle_ratio_p95, n}}}}}, "summary": {h: ...}}`` (issue 4's JSON
-    shape, plus :func:`forecasting.backtest.summarise` of the combination per horizon)."""
-    doc = {"series": {}}
+    pinball, coverage_p95, idle_ratio_p95, n}}}}}, "summary": {h: ...}, "notes": [...]}``
+    (issue 4's JSON shape, plus :func:`forecasting.backtest.summarise` of the combination
+    per horizon; ``notes`` e.g. a peer left out for a missing library)."""
+    doc = {"series": {}, "notes": list(notes or [])}
     for sid, per_model in scores.items():
         hz = {}
         for h in HORIZONS:
@@ -32,6 +34,40 @@ def backtest_document(scores: dict) -> dict:
                 hz[h] = row
         doc["series"][sid] = {"horizons": hz}
     doc["summary"] = summarise(scores)
+    return doc
+
+
+def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 0, timezone: str = "UTC",
+                 progress=None) -> dict:
+    """Load, regularise, forecast (tiers, combination, default Prophet), forecast the peers
+    (:func:`forecasting.peers.peer_forecasts`) at the evaluation window's origins, and score
+    them all: the :func:`backtest_document`, with each series' evaluation window, fallbacks
+    and the members carrying the combination's weight per lead bucket. Used by
+    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``.
+
+    Raises InputError (exit 2) for an unknown series or an unreadable source.
+    """
+    from capplan import pipeline
+
+    progress = progress or (lambda *a, **k: None)
+    loaded = pipeline.load_stage(source, cfg, series, timezone)
+    prep = pipeline.regularise_stage(loaded, cfg)
+    from capplan.executor import make_executor
+
+    with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
+        prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
+    if prep.failed:
+        raise InputError("series failed in the forecast stage: " + "; ".join(
+            f"{s}: {f['error']}" for s, f in prep.failed.items()))
+    progress("backtest", "peers: naive-conformal rule, statsforecast AutoETS")
+    peer_fc, notes = peer_forecasts(prep.h5, evaluation_origins(fc.rolling["naive"], prep.windows))
+    fc.rolling.update(peer_fc)
+    doc = backtest_document(pipeline.backtest_stage(prep, fc), notes)
+    for sid in doc["series"]:
+        doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
+        doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
+                                           + fc.fallbacks.get(sid, []))
+        doc["series"][sid]["members"] = fc.combination.get(sid, {}).get("members", {})
     return doc
 
 
@@ -70,43 +106,37 @@ def register(app: typer.Typer) -> None:
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
-        """Score every tier, the combination, naive, seasonal-naive (1 day) and default Prophet
-        at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
+        """Score every tier, the combination, naive, seasonal-naive (1 day), default Prophet
+        and the peers (the naive-conformal rule; statsforecast AutoETS when the bench
+        dependencies are installed, else a note says it is missing) at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
         coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
         no look-ahead; then a summary per horizon across series."""
-        from capplan import pipeline
-
         check_timezone(timezone)  # options first: before any import or read
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
-        from capplan.executor import make_executor
-
         with StageProgress(enabled=not quiet) as progress:
-            loaded = pipeline.load_stage(source, cfg, split_ids(series), timezone)
-            prep = pipeline.regularise_stage(loaded, cfg)
-            with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
-                prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
-            if prep.failed:
-                raise InputError("series failed in the forecast stage: " + "; ".join(
-                    f"{s}: {f['error']}" for s, f in prep.failed.items()))
-            doc = backtest_document(pipeline.backtest_stage(prep, fc))
-        for sid in doc["series"]:
-            doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
-            doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
-                                               + fc.fallbacks.get(sid, []))
+            doc = run_backtest(source, cfg, split_ids(series), seed, timezone, progress)
 
         def table(console) -> None:
             console.print(render_table(doc))
+            for note in doc["notes"]:
+                console.print(note)
             empty = [sid for sid, v in doc["series"].items() if not v["horizons"]]
             if empty:
                 console.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "
                               "(see each series' evaluation_window in --format json)")
             for h, sm in doc["summary"].items():
                 rel = ", ".join(f"{m} {r:.2f}" for m, r in sm["geomean_relative_mase"].items())
-                console.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; "
-                              f"geometric mean of MASE(combined)/MASE(model): {rel}; coverage_p95 in [0.93, 0.97] "
-                              f"on {sm['coverage_p95_in_093_097']}/{sm['series']} (median "
-                              f"{sm['median_coverage_p95']:.3f}, idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f})")
+                ratio = sm["median_ratio_to_best_peer"]
+                nc = sm["median_idle_ratio_p95_naive_conformal"]
+                console.print(f"{h}: combined best or tied on {sm['best_or_tied']}/{sm['series']} series; median "
+                              f"MASE(combined)/best of {{{', '.join(BEST_OF)}}} "
+                              f"{'n/a' if ratio is None else f'{ratio:.2f}'} (wins {sm['wins_vs_best_peer']}, "
+                              f"losses {sm['losses_vs_best_peer']}); geometric mean of MASE(combined)/MASE(model): "
+                              f"{rel}; coverage_p95 in [0.90, 0.98] on {sm['coverage_p95_in_090_098']}/{sm['series']} "
+                              f"(median {sm['median_coverage_p95']:.3f}, range {sm['min_coverage_p95']:.3f}-"
+                              f"{sm['max_coverage_p95']:.3f}); idle ratio at p95 {sm['median_idle_ratio_p95'] or 0:.3f}"
+                              + ("" if nc is None else f" (naive-conformal rule {nc:.3f})"))
 
         render(fmt, doc, lambda: csv_rows(doc), table, out, output)

@@ -1,5 +1,6 @@
 """Forecasts: history with each tier's plan forecast and the combined p50–p95
-band (series picker), and the rolling-origin backtest table."""
+band (series picker), the members carrying weight per lead bucket, and the
+rolling-origin backtest table."""
 
 from __future__ import annotations
 
@@ -49,6 +50,17 @@ fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=80),
 st.plotly_chart(fig, key="fc_chart")
 if fc.empty:
     st.warning("This run has no plan forecast for this series.")
+
+st.subheader("Which models carry weight")
+combo = s.get("combination") or {}
+members = combo.get("members") or {}
+if members:
+    st.caption("Weights of the plan forecast's p50 per lead bucket, from each member's recent pinball loss "
+               f"({combo.get('method', 'exponentially weighted losses')}); members under 5 % are left out.")
+    st.dataframe(pd.DataFrame([{"lead bucket": b, **{m: w for m, w in ws.items()}} for b, ws in members.items()]),
+                 hide_index=True, width="stretch", key="fc_members")
+else:
+    st.caption("This run records no combination weights for this series.")
 
 st.subheader("Backtest")
 st.caption("Rolling-origin scores over the tuning and evaluation windows (each origin fits only on data "

@@ -1,4 +1,5 @@
-"""Combination per lead bucket and quantile, conformal calibration, and the cross-series summary."""
+"""Combination per lead bucket and quantile (exponentially weighted losses), conformal calibration,
+the peers, and the cross-series summary."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting import combine
+from forecasting import calibration, combination
 from forecasting.backtest import summarise
+from forecasting.combination import hedge_weights
 from forecasting.types import QCOLS, sanitise_quantiles
 
 STEP = pd.Timedelta("5min")
@@ -51,16 +53,59 @@ def test_persistence_wins_on_steps_and_seasonal_wins_on_a_daily_cycle():
     a = actual_series(steps)
     frames = {"naive": rolling(a, naive, name="naive"), "seasonal_naive": rolling(a, seasonal, name="seasonal_naive"),
               "biased": rolling(a, biased, name="biased")}
-    spec = combine.learn_combination(frames, a)
-    assert all(s["p50"]["choice"] == "naive" for s in spec["24h"].values())
+    spec = combination.learn_combination(frames, a)
+    assert spec["24h"]["24h:1h-3h"]["p50"]["weights"]["naive"] > 0.9, spec["24h"]["24h:1h-3h"]
+    for s in spec["24h"].values():  # in every bucket the member with the lowest loss carries the most weight
+        best = min(s["p50"]["pinball"], key=s["p50"]["pinball"].get)
+        assert max(s["p50"]["weights"], key=s["p50"]["weights"].get) == best
 
     t = np.arange(5760)
     cycle = 40 + 30 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 0.5, len(t))
     a2 = actual_series(np.round(cycle))
     frames2 = {"naive": rolling(a2, naive, name="naive"), "seasonal_naive": rolling(a2, seasonal, name="seasonal_naive")}
-    spec2 = combine.learn_combination(frames2, a2)
+    spec2 = combination.learn_combination(frames2, a2)
     long = spec2["24h"]["24h:12h-24h"]["p50"]
-    assert long["weights"].get("seasonal_naive", 0) > 0.5, long
+    assert long["weights"]["seasonal_naive"] > 0.9, long
+    assert combination.members(spec2)["24h:12h-24h"] == {"seasonal_naive": 1.0}
+
+
+def test_weights_leave_the_prior_continuously_as_evidence_accumulates():
+    names = ["hourly", "naive", "seasonal_naive"]
+    loss = np.array([0.8, 1.0, 1.3])  # hourly 20 % better than naive, seasonal-naive 30 % worse
+    none = hedge_weights(loss, 0.0, names)
+    np.testing.assert_allclose(none, [0.25, 0.5, 0.25])  # no evidence: the prior, half on naive
+    ws = [hedge_weights(loss, d, names)[0] for d in (0.25, 0.5, 1, 2, 4, 8, 50)]
+    assert all(b > a for a, b in zip(ws, ws[1:])), ws  # more days of the same record: more weight
+    assert ws[0] < 0.5 < ws[-1] and ws[-1] > 0.95
+    steps = np.diff([hedge_weights(loss, d, names)[0] for d in np.linspace(0, 2, 41)])
+    assert steps.max() < 0.05  # no jump: evidence is weighed, not tested
+    # equal losses keep the prior; a member with no score gets no weight
+    np.testing.assert_allclose(hedge_weights(np.ones(3), 10.0, names), [0.25, 0.5, 0.25])
+    assert hedge_weights(np.array([np.nan, 1.0, 1.0]), 5.0, names)[0] == 0.0
+
+
+def test_a_better_tier_takes_over_online_after_a_few_days():
+    """Naive is kept while there is no record; a member that is steadily better gains weight day
+    by day, and the combined p50 beats naive once the evidence is there."""
+    rng = np.random.default_rng(6)
+    t = np.arange(288 * 14)
+    y = np.round(40 + 30 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 1, len(t)))
+    a = actual_series(y)
+    frames = {"naive": rolling(a, naive, name="naive"), "seasonal_naive": rolling(a, seasonal, name="seasonal_naive")}
+    c, mean_w = combination.combine_online(frames, a, "s")
+    lead = c["timestamp"] - c["issued_at"]
+    day = (c["issued_at"] - a.index[0]) // pd.Timedelta("1D")
+    f = frames["seasonal_naive"].set_index(["issued_at", "timestamp"])["p50"]
+    n = frames["naive"].set_index(["issued_at", "timestamp"])["p50"]
+    key = list(zip(c["issued_at"], c["timestamp"]))
+    gap = f.loc[key].to_numpy() - n.loc[key].to_numpy()
+    late = (lead > pd.Timedelta("12h")).to_numpy() & (np.abs(gap) > 5)
+    share = (c["p50"].to_numpy()[late] - n.loc[key].to_numpy()[late]) / gap[late]  # weight on seasonal-naive
+    d = day.to_numpy()[late]
+    first = (c["issued_at"] == c["issued_at"].min()).to_numpy()[late]
+    assert np.median(share[first]) == pytest.approx(0.5, abs=0.01)  # the prior: no 12-24 h target realised yet
+    assert np.median(share[d >= 8]) > 0.95
+    assert mean_w["24h"]["seasonal_naive"] > 0.5
 
 
 def test_online_combination_and_calibration_never_look_ahead():
@@ -76,8 +121,8 @@ def test_online_combination_and_calibration_never_look_ahead():
     def run(series):
         frames = {"naive": rolling(series, naive, name="naive"),
                   "seasonal_naive": rolling(series, seasonal, name="seasonal_naive")}
-        c, _ = combine.combine_online(frames, series, "s")
-        return c, combine.calibrate_online(c, series)
+        c, _ = combination.combine_online(frames, series, "s")
+        return c, calibration.calibrate_online(c, series)
 
     c1, k1 = run(a)
     c2, k2 = run(a2)
@@ -103,7 +148,7 @@ def test_conformal_calibration_reaches_nominal_coverage_out_of_sample_and_keeps_
 
     f = rolling(a, overconfident, every="1h", lead_steps=12)
     raw_cov = float((a.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy() <= f["p95"].to_numpy()).mean())
-    cal = combine.calibrate_online(f, a)
+    cal = calibration.calibrate_online(f, a)
     later = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("15D")]
     yy = a.reindex(pd.DatetimeIndex(later["timestamp"])).to_numpy()
     cov = float((yy <= later["p95"].to_numpy()).mean())
@@ -111,7 +156,7 @@ def test_conformal_calibration_reaches_nominal_coverage_out_of_sample_and_keeps_
     assert 0.92 <= cov <= 0.98, cov
     np.testing.assert_array_equal(cal["p50"].to_numpy(), f["p50"].to_numpy())
     # the same offsets, learned once, for a plan forecast
-    offs = combine.learn_calibration(f, a)
+    offs = calibration.learn_calibration(f, a)
     assert set(offs) == {"1h:0min-15min", "1h:15min-30min", "1h:30min-1h"}
     assert all(o[0] == 0.0 and o[2] > 5 for o in offs.values())
 
@@ -125,7 +170,7 @@ def test_a_too_good_narrow_forecast_is_narrowed_back():
         return np.tile([50.0, 80.0, 90.0, 100.0], (k, 1))
 
     f = rolling(a, too_wide, every="1h", lead_steps=12)
-    cal = combine.calibrate_online(f, a)
+    cal = calibration.calibrate_online(f, a)
     late = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("16D")]
     assert late["p95"].max() < 60
 
@@ -172,39 +217,30 @@ def test_adaptive_level_recovers_coverage_after_the_noise_grows():
         late = cal[(cal["issued_at"] >= shift + pd.Timedelta("2D")) & (cal["issued_at"] < shift + pd.Timedelta("7D"))]
         return float((a.reindex(pd.DatetimeIndex(late["timestamp"])).to_numpy() <= late["p95"].to_numpy()).mean())
 
-    plain, adaptive = cov_after(combine.calibrate_online(f, a, gamma=0.0)), cov_after(combine.calibrate_online(f, a))
+    plain = cov_after(calibration.calibrate_online(f, a, gamma=0.0, borrow=None))
+    adaptive = cov_after(calibration.calibrate_online(f, a, borrow=None))
     assert plain < 0.9
     assert adaptive > plain + 0.03
+    # the first bucket's recent errors, scaled by lead time, reach the longer buckets sooner
+    borrowed = cov_after(calibration.calibrate_online(f, a, gamma=0.0))
+    assert borrowed > plain + 0.01
 
 
-def test_diebold_mariano_needs_a_consistent_advantage():
-    from forecasting.combine import _beats
+def test_short_lead_errors_are_scaled_by_the_square_root_of_the_lead_ratio():
+    from forecasting.buckets import BUCKETS
 
-    rng = np.random.default_rng(5)
-    days = np.repeat(np.arange(14), 24) * pd.Timedelta("1D").value  # issue days, ns since the epoch
-    y = rng.normal(10, 3, len(days))
-    same = np.full(len(days), 10.0)
-    # a forecast better on average but only thanks to two days is not significant
-    lucky = same.copy()
-    early = days < 2 * pd.Timedelta("1D").value
-    lucky[early] = y[early]
-    assert not _beats(y, same, same, 0.5, days)
-    assert not _beats(y, same, lucky, 0.5, days)
-    # one better by a steady margin every day is
-    assert _beats(y, same + 4.0, same, 0.5, days)
-    # fewer than three days of evidence never is
-    assert not _beats(y[early], same[early] + 4.0, same[early], 0.5, days[early])
-    # nor do fewer than three blocks when a day's forecasts reach a week ahead
-    assert not _beats(y, same + 4.0, same, 0.5, days, block=7)
+    label = [b[0] for b in BUCKETS]
+    first, last = label.index("7d:1D-2D"), label.index("7d:5D-7D")
+    assert calibration.first_in_band(last) == first and calibration.first_in_band(first) == first
+    assert calibration.lead_scale(last, first) == pytest.approx(np.sqrt(6 / 1.5))
 
 
-def test_a_chosen_model_missing_from_the_plan_falls_back_instead_of_failing():
+def test_a_member_missing_from_the_plan_is_dropped_and_the_weights_renormalised():
     a = actual_series(np.round(40 + 10 * np.sin(np.arange(288 * 6) * 2 * np.pi / 288)))
     frames = {"naive": rolling(a, naive, name="naive"), "seasonal_naive": rolling(a, seasonal, name="seasonal_naive")}
-    spec = {"24h": {"24h:12h-24h": {q: {"choice": "seasonal_naive", "weights": {"seasonal_naive": 1.0}}
-                                    for q in QCOLS}}}
-    got = combine.apply_combination({"naive": frames["naive"], "seasonal_naive": frames["seasonal_naive"].iloc[:0]},
-                                    spec, "s")
+    spec = {"24h": {"24h:12h-24h": {q: {"weights": {"seasonal_naive": 1.0}} for q in QCOLS}}}
+    got = combination.apply_combination({"naive": frames["naive"], "seasonal_naive": frames["seasonal_naive"].iloc[:0]},
+                                        spec, "s")
     lead = got["timestamp"] - got["issued_at"]
     assert len(got) and (lead > pd.Timedelta("12h")).all()
     ref = frames["naive"].set_index(["issued_at", "timestamp"]).loc[list(zip(got["issued_at"], got["timestamp"]))]
@@ -215,7 +251,7 @@ def test_actuals_with_duplicate_timestamps_are_refused():
     a = actual_series(np.arange(288 * 3, dtype=float))
     dup = pd.concat([a, a.iloc[:1]])
     with pytest.raises(ValueError, match="duplicate timestamps"):
-        combine.combine_online({"naive": rolling(a, naive, name="naive")}, dup, "s")
+        combination.combine_online({"naive": rolling(a, naive, name="naive")}, dup, "s")
 
 
 def test_strict_json_turns_non_finite_numbers_into_null():

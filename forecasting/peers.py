@@ -1,0 +1,139 @@
+"""Peer forecasts scored beside capplan in the backtest (issue 13 "Peers in the backtest").
+
+What a careful engineer would use without capplan, issued at the same rolling
+origins and lead caps (:func:`forecasting.backtest.lead_cap`) as the tiers, on
+the 5-minute grid:
+
+* ``naive_conformal`` — the last observed value plus the rolling 7-day
+  empirical quantiles of the change over the lead time (DESIGN.md "peer
+  policies"): for lead ``k`` steps the quantiles of ``y[s] - y[s - k]`` over
+  the targets ``s`` of the trailing window (every third one, for speed: the
+  change over ``k`` steps is smooth in ``s``);
+* ``autoets`` — statsforecast's ``AutoETS`` (Hyndman et al. 2008 model
+  selection by AICc) on the 5-minute data, season one day (288 steps), fitted
+  weekly on the trailing 14 days before the block's first origin, its state
+  run forward over the data up to each origin (``forward``). Needs the
+  ``bench`` dependencies (README "Results on the embedded sample").
+
+Nothing here sees an actual after its origin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from forecasting.backtest import STEP, lead_cap
+from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, empty_forecast
+
+PEERS = ("naive_conformal", "autoets")
+CONFORMAL_WINDOW = pd.Timedelta("7D")
+ETS_SEASON = 288  # one day of 5-minute steps (DESIGN.md: MASE's season)
+ETS_TRAIN = pd.Timedelta("14D")
+ETS_REFIT = pd.Timedelta("7D")
+
+
+def _frame(series_id: str, tier: str, origin: pd.Timestamp, q: np.ndarray) -> pd.DataFrame:
+    ts = origin + STEP * np.arange(1, len(q) + 1)
+    f = pd.DataFrame(q, columns=list(QCOLS))
+    f.insert(0, "timestamp", ts)
+    f.insert(0, "issued_at", origin)
+    f.insert(0, "tier", tier)
+    f.insert(0, "series_id", series_id)
+    return f
+
+
+def _steps(origin: pd.Timestamp) -> int:
+    return int(pd.Timedelta(lead_cap(pd.Series([origin]))[0]) / STEP)
+
+
+def naive_conformal(actual: pd.Series, issued: list[pd.Timestamp], series_id: str,
+                    window: pd.Timedelta = CONFORMAL_WINDOW, stride: int = 3) -> pd.DataFrame:
+    """Naive-conformal peer forecasts (module docstring) at each origin of ``issued``.
+
+    ``actual``: one series on the regular 5-minute grid (GPUs or replicas, NaN = missing).
+    Returns a forecast frame (``tier = "naive_conformal"``); origins without an observed
+    value at or before them are skipped.
+    """
+    y = actual.to_numpy(dtype="float64")
+    idx = actual.index
+    w = int(window / STEP)
+    parts = []
+    upper = np.asarray(QUANTILES[1:])
+    for o in issued:
+        i = int(idx.searchsorted(o, side="right")) - 1
+        seen = y[: i + 1]
+        ok = np.flatnonzero(np.isfinite(seen))
+        if i < 1 or not len(ok):
+            continue
+        last = seen[ok[-1]]
+        k = np.arange(1, _steps(o) + 1)
+        s = np.arange(max(1, i - w + 1), i + 1, stride)  # targets in the trailing window
+        src = s[:, None] - k[None, :]
+        ch = np.where(src >= 0, seen[s][:, None] - seen[np.clip(src, 0, None)], np.nan)
+        qs = np.zeros((len(upper), len(k)))  # no change seen over a lead yet: the last value
+        seen_k = np.isfinite(ch).any(axis=0)
+        if seen_k.any():
+            qs[:, seen_k] = np.nanquantile(ch[:, seen_k], upper, axis=0)
+        parts.append(_frame(series_id, "naive_conformal", o, np.column_stack([np.full(len(k), last), last + qs.T])))
+    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else empty_forecast()
+
+
+def autoets(actual: pd.Series, issued: list[pd.Timestamp], series_id: str, season: int = ETS_SEASON,
+            train: pd.Timedelta = ETS_TRAIN, refit: pd.Timedelta = ETS_REFIT) -> pd.DataFrame:
+    """statsforecast ``AutoETS`` peer forecasts (module docstring) at each origin of ``issued``.
+
+    Missing values in the training span are filled forward (then backward), as
+    ``AutoETS`` needs a gap-free series. Quantiles: ``p50`` = the mean forecast,
+    ``p90/p95/p99`` = the upper ends of the 80/90/98 % prediction intervals.
+
+    Raises
+    ------
+    ImportError: statsforecast is not installed (the ``bench`` dependencies).
+    """
+    from statsforecast.models import AutoETS
+
+    y = actual.ffill().bfill().to_numpy(dtype="float64")
+    idx = actual.index
+    n_train = int(train / STEP)
+    parts, model, fitted_at = [], None, None
+    for o in sorted(issued):
+        i = int(idx.searchsorted(o, side="right")) - 1
+        if i < 2 * season:
+            continue
+        if model is None or o - fitted_at >= refit:
+            model, fitted_at = AutoETS(season_length=season).fit(y[max(0, i + 1 - n_train): i + 1]), o
+        h = _steps(o)
+        r = model.forward(y=y[max(0, i + 1 - n_train): i + 1], h=h, level=[80, 90, 98])
+        q = np.column_stack([r["mean"], r["hi-80"], r["hi-90"], r["hi-98"]])
+        parts.append(_frame(series_id, "autoets", o, q))
+    return pd.concat(parts, ignore_index=True)[FORECAST_COLUMNS] if parts else empty_forecast()
+
+
+def peer_forecasts(history5: pd.DataFrame, issued: dict[str, list[pd.Timestamp]]
+                   ) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Every peer's forecasts for every series at the given origins.
+
+    ``history5``: tidy history (``series_id, timestamp, value``) on the regular 5-minute
+    grid; ``issued``: per series, the origins to forecast from (e.g. the evaluation
+    window's rolling origins). Returns ``({peer: forecast frame}, notes)``; a peer whose
+    library is missing is left out and named in ``notes`` with how to install it.
+    """
+    out: dict[str, list[pd.DataFrame]] = {p: [] for p in PEERS}
+    notes = []
+    for sid, g in history5.groupby("series_id"):
+        a = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+        out["naive_conformal"].append(naive_conformal(a, issued.get(sid, []), sid))
+        if "autoets" in out:
+            try:
+                f = autoets(a, issued.get(sid, []), sid)
+                if f.empty and issued.get(sid):
+                    notes.append(f"autoets not scored on {sid}: less than two days ({2 * ETS_SEASON} steps) of "
+                                 "history before its origins")
+                out["autoets"].append(f)
+            except ImportError as exc:
+                notes.append(f"autoets not scored: {exc.name or 'statsforecast'} is not installed "
+                             "(bash scripts/setup.sh bench installs the bench dependencies)")
+                del out["autoets"]
+    return {p: pd.concat([f for f in v if len(f)] or [empty_forecast()], ignore_index=True)
+            for p, v in out.items() if v}, notes
