@@ -110,7 +110,7 @@ def main() -> None:
         if missing:
             sys.exit(f"--forecasts {a.forecasts}: no forecasts for {', '.join(missing)}; plan them first")
     else:
-        fc = pipeline.forecast_stage(prep, cfg, 0)
+        prep, fc = pipeline.forecast_stage(prep, cfg, 0)
     kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
     print(f"forecasts ready in {time.perf_counter() - t0:.0f} s", flush=True)
     by_seed = {}
