@@ -28,9 +28,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from forecasting.types import QCOLS
 from optimizer.prices import GpuPrice
-from optimizer.replay import latest_before
+from optimizer.replay import period_reduce
 
 
 def effective_spot_price(price: GpuPrice, interruption_rate: float, recovery_s: int) -> float:
@@ -67,21 +66,7 @@ def period_level_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period
     Returns quantile column -> float array aligned with ``times`` (NaN where
     no forecast was available).
     """
-    out = {q: np.full(len(times), np.nan) for q in QCOLS}
-    if forecasts.empty:
-        return out
-    issued, k_of = latest_before(forecasts, period_starts)
-    by_issue = dict(tuple(forecasts.groupby("issued_at")))
-    pidx = period_starts.searchsorted(times, side="right") - 1
-    for i, ps in enumerate(period_starts):
-        if k_of[i] < 0:
-            continue
-        g = by_issue[issued[k_of[i]]]
-        g = g[(g["timestamp"] >= ps) & (g["timestamp"] < ps + period_len)]
-        if g.empty:
-            continue
-        key = (g["timestamp"] - ps) // sub
-        mask = pidx == i
-        for q in QCOLS:
-            out[q][mask] = exceeded_level(g.groupby(key.to_numpy())[q].max().to_numpy(), share)
-    return out
+    def level(g: pd.DataFrame, q: str, ps: pd.Timestamp) -> float:
+        return exceeded_level(g.groupby(((g["timestamp"] - ps) // sub).to_numpy())[q].max().to_numpy(), share)
+
+    return period_reduce(forecasts, times, period_starts, period_len, level)

@@ -103,10 +103,12 @@ def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> 
     return issued, issued.searchsorted(decision_times, side="left") - 1
 
 
-def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_starts: pd.DatetimeIndex,
-                  period_len: pd.Timedelta, agg: str) -> dict[str, np.ndarray]:
-    """Per time step, ``agg`` (``mean`` or ``max``) of the forecast that was
-    latest before the step's decision period began, over that period.
+def period_reduce(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_starts: pd.DatetimeIndex,
+                  period_len: pd.Timedelta, reduce) -> dict[str, np.ndarray]:
+    """Per time step, ``reduce(g, q, period_start)`` of the forecast rows ``g``
+    (columns of :data:`forecasting.types.FORECAST_COLUMNS`) that the forecast latest
+    before the step's decision period began holds for that period; ``q`` is the
+    quantile column.
 
     Returns a dict quantile column -> float array aligned with ``times``
     (NaN where no forecast was available).
@@ -114,6 +116,32 @@ def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_start
     out = {q: np.full(len(times), np.nan) for q in QCOLS}
     if forecasts.empty:
         return out
+    issued, k_of = latest_before(forecasts, period_starts)
+    by_issue = dict(tuple(forecasts.groupby("issued_at")))
+    pidx = period_starts.searchsorted(times, side="right") - 1
+    for i, ps in enumerate(period_starts):
+        if k_of[i] < 0:
+            continue
+        g = by_issue[issued[k_of[i]]]
+        g = g[(g["timestamp"] >= ps) & (g["timestamp"] < ps + period_len)]
+        if g.empty:
+            continue
+        mask = pidx == i
+        for q in QCOLS:
+            out[q][mask] = reduce(g, q, ps)
+    return out
+
+
+def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_starts: pd.DatetimeIndex,
+                  period_len: pd.Timedelta, agg: str) -> dict[str, np.ndarray]:
+    """Per time step, ``agg`` (``mean`` or ``max``) of the forecast that was
+    latest before the step's decision period began, over that period
+    (:func:`period_reduce`).
+
+    Returns a dict quantile column -> float array aligned with ``times``
+    (NaN where no forecast was available).
+    """
+    return period_reduce(forecasts, times, period_starts, period_len, lambda g, q, ps: getattr(g[q], agg)())
     issued, k_of = latest_before(forecasts, period_starts)
     by_issue = dict(tuple(forecasts.groupby("issued_at")))
     pidx = period_starts.searchsorted(times, side="right") - 1
