@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,4 +60,17 @@ def plan_run(tmp_path_factory, fast_config):
     assert r.returncode == 0, r.stderr[-3000:]
     report = json.loads(r.stdout)
     return out, report, r.stderr
+
+
+@pytest.fixture(autouse=True)
+def _restore_main_module():
+    """streamlit's script runner (AppTest in the dashboard tests) installs a fake ``__main__`` and
+    leaves it there; process pools with the ``spawn`` context (capplan.executor, dask's nanny)
+    re-import ``__main__`` in every child, so the children of later tests would run the dashboard
+    script and die. Put the real one back after every test."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 from tests.prom_fixture import prom, prom_data, prom_factory  # noqa: F401,E402

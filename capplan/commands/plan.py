@@ -171,10 +171,11 @@ def register(app: typer.Typer) -> None:
             print_report(report, console, verbose)
             console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
-            console.print(f"run {report['run']['run_id']}: " + (
-                "published as the store's LATEST" if report["run"]["published"] else
-                "saved in the store, not published (LATEST unchanged; --publish makes it the fleet plan)"),
-                highlight=False, markup=False)
+            if report["run"].get("run_id"):
+                console.print(f"run {report['run']['run_id']}: " + (
+                    "published as the store's LATEST" if report["run"].get("published") else
+                    "saved in the store, not published (LATEST unchanged; --publish makes it the fleet plan)"),
+                    highlight=False, markup=False)
 
         render(fmt, report, lambda: csv_rows(report), table, out, output)
         failed = report.get("failed") or {}
