@@ -142,20 +142,6 @@ def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_start
     (NaN where no forecast was available).
     """
     return period_reduce(forecasts, times, period_starts, period_len, lambda g, q, ps: getattr(g[q], agg)())
-    issued, k_of = latest_before(forecasts, period_starts)
-    by_issue = dict(tuple(forecasts.groupby("issued_at")))
-    pidx = period_starts.searchsorted(times, side="right") - 1
-    for i, ps in enumerate(period_starts):
-        if k_of[i] < 0:
-            continue
-        g = by_issue[issued[k_of[i]]]
-        g = g[(g["timestamp"] >= ps) & (g["timestamp"] < ps + period_len)]
-        if g.empty:
-            continue
-        mask = pidx == i
-        for q in QCOLS:
-            out[q][mask] = getattr(g[q], agg)()
-    return out
 
 
 def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, events: int) -> Metrics:
