@@ -70,7 +70,9 @@ class Prepared:
 class TierResult:
     """One model's rolling forecasts and its 7-day plan forecast (forecast frames, 5-minute grid).
 
-    ``fallbacks`` / ``warnings``: series_id -> messages."""
+    ``fallbacks`` / ``warnings``: series_id -> messages; ``reused``: series_id ->
+    ``{"reused": blocks, "computed": blocks}`` of its rolling-origin refit blocks
+    (:mod:`capplan.cache`; empty without a cache)."""
 
     name: str
     rolling: pd.DataFrame
@@ -78,6 +80,7 @@ class TierResult:
     fallbacks: dict[str, list[str]]
     warnings: dict[str, list[str]]
     models: dict = field(default_factory=dict)
+    reused: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -86,7 +89,10 @@ class Forecasts:
     evaluation windows, ``rolling["combined"]`` included; ``final``: the 7-day
     combined plan forecast per series; ``final_tiers``: each tier's own plan forecast;
     ``combination``: per series, how the combination was made; ``models``: per tier,
-    registry models reused / fitted."""
+    registry models reused / fitted; ``reused``: per series, what was taken from the
+    store's cache (:mod:`capplan.cache`): ``{"rolling": {model: {"reused": blocks,
+    "computed": blocks}}}``, and ``"search": "reused" | "computed"`` once the search
+    stage has run."""
 
     rolling: dict[str, pd.DataFrame]
     final: pd.DataFrame
@@ -95,3 +101,4 @@ class Forecasts:
     warnings: dict[str, list[str]]
     combination: dict[str, dict] = field(default_factory=dict)
     models: dict[str, dict] = field(default_factory=dict)
+    reused: dict[str, dict] = field(default_factory=dict)

@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from capplan import atomic
+from capplan.cache import RollingCache, SearchCache, prune
 from capplan.config import CapplanConfig
 from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_progress
 from capplan.errors import InputError
@@ -105,17 +106,26 @@ def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
 
 
 def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0, final: bool = True,
-                   registry: ModelRegistry | None = None, progress: Progress = no_progress) -> TierResult:
+                   registry: ModelRegistry | None = None, progress: Progress = no_progress,
+                   cache_root: str | None = None) -> TierResult:
     """Rolling-origin forecasts of one model over the tuning and evaluation windows
     and, with ``final``, its plan forecast fitted on all history (reusing fresh
     registry models, :func:`forecasting.reuse.fit_final`). Every plan forecast counts
     as issued at the series' last observed point. Used by :func:`forecast_stage` and
-    the Airflow forecast jobs."""
+    the Airflow forecast jobs.
+
+    ``cache_root``: a store root whose rolling-block cache
+    (:class:`capplan.cache.RollingCache`) supplies refit blocks whose inputs are
+    unchanged; what was reused is in the result's ``reused``."""
     opts = cfg.forecast.tier_options().get(name, {})
     progress("forecast", f"rolling origins: {name}")
-    f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts)
+    cache = RollingCache(cache_root, name) if cache_root else None
+    f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts, cache=cache)
+    wr = {s: list(w) for s, w in wr.items()}
+    for sid, notes in (cache.notes if cache else {}).items():
+        wr.setdefault(sid, []).extend(notes)
     res = TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [f"backtest: {m}"] for s, m in fb.items()},
-                     dict(wr))
+                     wr, reused=cache.stats if cache else {})
     if not final:
         return res
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
@@ -174,12 +184,14 @@ class SeriesForecastTask:
     cfg: CapplanConfig
     models: tuple[str, ...]
     seed: int
+    cache_root: str | None = None
 
 
 def forecast_one(task: SeriesForecastTask) -> tuple[dict[str, TierResult], list[str]]:
     """Every per-series model of one series (:func:`tier_forecasts`): ``(results, registry warnings)``."""
     registry = task.cfg.forecast.registry(task.cfg.models)
-    res = {n: tier_forecasts(task.prep, task.cfg, n, task.seed, n in ROLLING_MODELS, registry)
+    res = {n: tier_forecasts(task.prep, task.cfg, n, task.seed, n in ROLLING_MODELS, registry,
+                             cache_root=task.cache_root)
            for n in task.models}
     return res, list(registry.warnings)
 
@@ -197,12 +209,13 @@ def _merge(name: str, parts: list[TierResult]) -> TierResult:
     return TierResult(name, pd.concat([p.rolling for p in parts], ignore_index=True),
                       pd.concat(finals, ignore_index=True) if finals else None,
                       {k: v for p in parts for k, v in p.fallbacks.items()},
-                      {k: v for p in parts for k, v in p.warnings.items()}, models)
+                      {k: v for p in parts for k, v in p.warnings.items()}, models,
+                      {k: v for p in parts for k, v in p.reused.items()})
 
 
 def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = no_progress,
                    extra_models: tuple[str, ...] = (), done: dict[str, TierResult] | None = None,
-                   executor: Executor | None = None) -> tuple[Prepared, Forecasts]:
+                   executor: Executor | None = None, cache_root: str | None = None) -> tuple[Prepared, Forecasts]:
     """Every tier and benchmark (:func:`tier_forecasts`), then :func:`combine_stage`.
 
     The per-series models run one task per series on ``executor``
@@ -211,6 +224,8 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     in ``prep.failed``. ``extra_models`` adds benchmarks that are scored but never
     combined (e.g. ``prophet``); ``done`` holds models already forecast elsewhere
     (the Airflow forecast jobs' stored results), which are not recomputed.
+    ``cache_root``: a store root whose cache supplies unchanged rolling-origin
+    blocks (:mod:`capplan.cache`); ``Forecasts.reused`` says what was reused.
     Returns ``(prepared series still in play, forecasts)``.
     """
     results = dict(done or {})
@@ -224,11 +239,12 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     sids = list(prep.windows)
     if per_series:
         progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {ex.name} executor")
-        tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed) for s in sids]
+        tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed, cache_root) for s in sids]
         gather = ex.submit(forecast_one, tasks, sids, _on_done(progress, "forecast"))
 
     def global_fits(p: Prepared) -> dict[str, TierResult]:
-        return {n: tier_forecasts(p, cfg, n, seed, n in ROLLING_MODELS, registry, progress) for n in global_models}
+        return {n: tier_forecasts(p, cfg, n, seed, n in ROLLING_MODELS, registry, progress, cache_root)
+                for n in global_models}
 
     # the global models train here while the workers run the per-series tasks
     glob = global_fits(prep)
@@ -250,6 +266,9 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     order = [*ROLLING_MODELS, *extra_models]
     results = {n: results[n] for n in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
     fc = combine_stage(prep, results, progress)
+    for n, r in results.items():
+        for sid, st in r.reused.items():
+            fc.reused.setdefault(sid, {}).setdefault("rolling", {})[n] = st
     for s, w in warns.items():
         fc.warnings.setdefault(s, []).extend(w)
     for w in registry.warnings:
@@ -307,21 +326,53 @@ def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
     return tasks
 
 
+@dataclass
+class CachedSearch:
+    """One series' search with the store root whose cache may already hold its outcome."""
+
+    task: SearchTask
+    cache_root: str | None = None
+
+
+def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
+    """``(outcome, "reused" | "computed", note)``: the stored outcome of an identical
+    search task (:class:`capplan.cache.SearchCache`), else :func:`optimizer.tuning.search_one`,
+    stored for the next run. ``note`` says when a stored entry was not trusted."""
+    if not item.cache_root:
+        return search_one(item.task), "computed", ""
+    cache = SearchCache(item.cache_root)
+    key = cache.key(item.task)
+    oc, why = cache.get(key)
+    if oc is not None:
+        return oc, "reused", ""
+    oc = search_one(item.task)
+    cache.put(key, oc)
+    return oc, "computed", f"cache: search entry not trusted ({why}); recomputed" if why else ""
+
+
 def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0,
-                 progress: Progress = no_progress, executor: Executor | None = None) -> dict[str, SearchOutcome]:
+                 progress: Progress = no_progress, executor: Executor | None = None,
+                 cache_root: str | None = None) -> dict[str, SearchOutcome]:
     """Tune each series on its tuning window; score tuned, random-search and
     baseline policies on the evaluation window, which the search never saw.
     One :func:`optimizer.tuning.search_one` task per series on ``executor``; a
-    series whose search raises is left out and recorded in ``prep.failed``."""
+    series whose search raises is left out and recorded in ``prep.failed``.
+    With ``cache_root`` an identical task's stored outcome is reused
+    (:func:`search_cached`) and ``fc.reused[series]["search"]`` says which."""
     tasks = search_tasks(prep, fc, cfg, seed)
     ex = executor or _LOCAL
     progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random) on the "
                        f"{ex.name} executor")
-    results = ex.map(search_one, tasks, [t.series_id for t in tasks], _on_done(progress, "search"))
+    results = ex.map(search_cached, [CachedSearch(t, cache_root) for t in tasks], [t.series_id for t in tasks],
+                     _on_done(progress, "search"))
     for t, r in zip(tasks, results):
         if isinstance(r, Failed):
             prep.failed[t.series_id] = {"stage": "search", "error": r.error, "where": r.where}
-    out = {t.series_id: r for t, r in zip(tasks, results) if not isinstance(r, Failed)}
+        elif cache_root:
+            fc.reused.setdefault(t.series_id, {})["search"] = r[1]
+            if r[2]:
+                fc.warnings.setdefault(t.series_id, []).append(r[2])
+    out = {t.series_id: r[0] for t, r in zip(tasks, results) if not isinstance(r, Failed)}
     if not out:
         raise InputError(f"every series failed: {_failures(prep)}")
     return out
@@ -398,19 +449,21 @@ class _Timer:
 
 def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: RunInfo, out: Path,
                         progress: Progress = no_progress, timer: _Timer | None = None,
-                        missing: dict[str, str] | None = None, executor: Executor | None = None) -> Report:
+                        missing: dict[str, str] | None = None, executor: Executor | None = None,
+                        cache_root: str | None = None) -> Report:
     """Stages 4–7: backtest, search (on ``executor``), plans, report and export to ``out``.
 
     ``run``: the report's run section (id, seed, source ...); its duration,
     stage seconds and files are filled in here. ``missing``: series left out
     before this point, with the reason; series that failed on their own are
-    in ``prep.failed`` and reach the report's ``failed``. Returns the report (as written).
+    in ``prep.failed`` and reach the report's ``failed``. ``cache_root``: reuse identical
+    searches (:func:`search_stage`). Returns the report (as written).
     """
     t0 = time.perf_counter()
     timer = timer or _Timer()
     progress("backtest", "scoring rolling-origin forecasts")
     scores = timer("backtest", backtest_stage, prep, fc)
-    outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress, executor)
+    outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress, executor, cache_root)
     plans = plans_stage(prep, fc, outcomes, run.run_id)
     report = build_report(run, prep, fc, scores, outcomes, plans, cfg.plan.coverage_target, missing, prep.failed)
     report.run.duration_s = round((run.duration_s or 0.0) + time.perf_counter() - t0, 3)
@@ -423,7 +476,7 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
 
 def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | None = None, seed: int = 0,
              timezone: str = "UTC", progress: Progress = no_progress, store: Store | None = None,
-             executor: Executor | None = None, publish: bool | None = None) -> Report:
+             executor: Executor | None = None, publish: bool | None = None, reuse: bool = True) -> Report:
     """Run every stage and write ``out``. With ``store`` the run is written to
     ``runs/<id>/`` first, marked LATEST when it is published
     (:func:`capplan.runs.should_publish`: ``publish``, else a whole-source run into
@@ -432,6 +485,11 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
 
     ``executor``: where the per-series work runs; default: the one ``cfg.plan``
     names (:func:`capplan.executor.make_executor`), started here and closed at the end.
+
+    ``reuse`` (with ``store``): take rolling-origin blocks and searches whose inputs
+    are unchanged from the store's cache (:mod:`capplan.cache`) and store the new
+    ones; the report's per-series ``reused`` says what was taken. Entries unused for
+    :data:`capplan.cache.KEEP_DAYS` days are pruned after the run.
 
     Raises
     ------
@@ -448,8 +506,9 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
         prep.notes[sid].extend(loaded.notes_for(sid, prep.notes))
     publish = should_publish(series, out, publish) if store is not None else None
     ex = executor or make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler)
+    cache_root = str(store.root) if store is not None and reuse else None
     try:
-        prep, fc = timer("forecast", forecast_stage, prep, cfg, seed, progress, executor=ex)
+        prep, fc = timer("forecast", forecast_stage, prep, cfg, seed, progress, executor=ex, cache_root=cache_root)
         run = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(),
                       duration_s=round(time.perf_counter() - t0, 3), source=source, versions=versions(),
                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name,
@@ -457,11 +516,14 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
         if store is None:
             return plan_from_forecasts(prep, fc, cfg, run, Path(out), progress, timer, executor=ex)
         # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
-        report = plan_from_forecasts(prep, fc, cfg, run, store.run_dir(run.run_id), progress, timer, executor=ex)
+        report = plan_from_forecasts(prep, fc, cfg, run, store.run_dir(run.run_id), progress, timer, executor=ex,
+                                     cache_root=cache_root)
     finally:
         if executor is None:
             ex.close()
     if publish:
         store.mark_latest(run.run_id)
     store.copy_run(run.run_id, out)
+    if cache_root:
+        prune(cache_root)
     return report

@@ -113,6 +113,11 @@ class SeriesReport(_Model):
     fallbacks: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
+    reused: dict[str, Any] = Field(default_factory=dict, description="what this run took from the store's cache "
+                                   "(capplan.cache) instead of computing: rolling -> model -> refit blocks reused / "
+                                   "computed; search -> reused | computed (a reused search is the stored outcome of "
+                                   "an identical task: same data, forecasts, settings, seed and code). Empty without "
+                                   "a store")
 
 
 class SeriesFailure(_Model):
@@ -146,6 +151,8 @@ class RunInfo(_Model):
     forecast_runs: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None,
                                                  description="Airflow runs: tier -> forecast run used")
     executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
+    reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
+                                             "rolling_blocks and search, each {reused, computed}")
 
 
 class Report(_Model):
@@ -218,10 +225,26 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             fallbacks=pl.fallbacks,
             warnings=policy_warnings(oc, coverage_target) + fc.warnings.get(sid, [])[:10],
             combination=fc.combination.get(sid, {}),
+            reused=fc.reused.get(sid, {}),
         )
-    run = run.model_copy(update={"models": fc.models})
+    run = run.model_copy(update={"models": fc.models, "reuse": reuse_totals(fc.reused)})
     return Report(run=run, series=series, missing=missing or {},
                   failed={s: SeriesFailure(**f) for s, f in (failed or {}).items()})
+
+
+def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Totals of per-series ``reused`` records (:attr:`SeriesReport.reused`):
+    ``{"rolling_blocks": {"reused", "computed"}, "search": {"reused", "computed"}}``; empty when nothing was cached."""
+    out: dict[str, dict[str, int]] = {}
+    for r in reused.values():
+        for st in r.get("rolling", {}).values():
+            t = out.setdefault("rolling_blocks", {"reused": 0, "computed": 0})
+            t["reused"] += st["reused"]
+            t["computed"] += st["computed"]
+        if "search" in r:
+            t = out.setdefault("search", {"reused": 0, "computed": 0})
+            t[r["search"]] += 1
+    return out
 
 
 def versions() -> dict[str, str]:

@@ -122,7 +122,8 @@ def expand_to_grid(f: pd.DataFrame) -> pd.DataFrame:
 
 def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame, meta: dict[str, SeriesMeta],
                       origin_map: dict[str, list[pd.Timestamp]], seed: int = 0, options: dict | None = None,
-                      progress=None, cap_leads: bool = True) -> tuple[pd.DataFrame, dict[str, str], dict[str, list[str]]]:
+                      progress=None, cap_leads: bool = True, cache=None
+                      ) -> tuple[pd.DataFrame, dict[str, str], dict[str, list[str]]]:
     """Forecasts of one forecaster at every origin, on the 5-minute grid.
 
     Parameters
@@ -133,6 +134,11 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
     options: keyword options for the forecaster.
     progress: optional callable ``(done, total)``.
     cap_leads: keep only leads up to :func:`lead_cap` of each origin.
+    cache: optional store of finished refit blocks (``key(options, seed, cap_leads,
+        origins, train, context, meta)``, ``get(key, series) -> (forecasts, fallbacks,
+        warnings) | None``, ``put(key, forecasts, fallbacks, warnings)``; e.g.
+        :class:`capplan.cache.RollingCache`): a block whose origins, training data
+        and data up to its last origin are unchanged is taken from it, not refitted.
 
     Returns
     -------
@@ -157,16 +163,28 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
         ors = blocks[k]
         train = pd.concat([by_sid[s][by_sid[s]["timestamp"] <= to_model(o[0])] for s, o in ors.items() if s in by_sid],
                           ignore_index=True)
-        model = make(name, seed=seed, **(options or {})).fit(train, meta)
-        f = model.predict(data, {s: [to_model(o) for o in o_list] for s, o_list in ors.items()})
-        if hourly:
-            f["issued_at"] = f["issued_at"] + pd.Timedelta("1h") - STEP
-            f = expand_to_grid(f)
-        if cap_leads and len(f):
-            f = f[(f["timestamp"] - f["issued_at"]).to_numpy() <= lead_cap(f["issued_at"])]
+        key = hit = None
+        if cache is not None:
+            context = pd.concat([by_sid[s][by_sid[s]["timestamp"] <= to_model(o[-1])] for s, o in ors.items()
+                                 if s in by_sid], ignore_index=True)
+            key = cache.key(options or {}, seed, cap_leads, ors, train, context, meta)
+            hit = cache.get(key, sorted(ors))
+        if hit is not None:
+            f, fb, ws = hit
+        else:
+            model = make(name, seed=seed, **(options or {})).fit(train, meta)
+            f = model.predict(data, {s: [to_model(o) for o in o_list] for s, o_list in ors.items()})
+            if hourly:
+                f["issued_at"] = f["issued_at"] + pd.Timedelta("1h") - STEP
+                f = expand_to_grid(f)
+            if cap_leads and len(f):
+                f = f[(f["timestamp"] - f["issued_at"]).to_numpy() <= lead_cap(f["issued_at"])]
+            fb, ws = model.fallbacks, model.warnings
+            if cache is not None:
+                cache.put(key, f, fb, ws)
         frames.append(f)
-        fallbacks.update(model.fallbacks)
-        for s, w in model.warnings.items():
+        fallbacks.update(fb)
+        for s, w in ws.items():
             warns.setdefault(s, []).extend(w)
         if progress:
             progress(i + 1, len(blocks))

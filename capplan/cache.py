@@ -1,0 +1,301 @@
+"""Reuse of expensive per-series work between runs on the same store (the Airflow hourly case).
+
+Two kinds of entries live under the store (layout in :mod:`capplan.store`):
+
+* **rolling blocks** — one tier's rolling-origin forecasts for one *refit block*
+  (the origins that share one fit, :func:`forecasting.backtest.rolling_forecasts`),
+  keyed by :func:`fingerprint` of the tier, its options, the seed, the block's
+  origins per series, the training data up to the block's fit origin, the data up
+  to its last origin, the series' metadata, the installed library versions and a
+  hash of the ``forecasting`` package's source. An hourly rerun recomputes only the
+  blocks whose origins or data changed (for a week-long block that has a new origin:
+  that block), and every block again when the code or a library changes.
+* **searched policies** — one series' whole :class:`optimizer.tuning.SearchOutcome`,
+  keyed by the search task (tuning and evaluation replay inputs, settings, seed,
+  kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library
+  versions. Identical inputs give identical replays, so a reused outcome is the
+  outcome the run would compute; any change of data, forecasts or settings means
+  a fresh search and fresh evaluation replays.
+
+Every entry is a parquet file plus a JSON document written after it (atomically,
+:mod:`capplan.atomic`; no pickle) that records the key and the parquet file's
+SHA-256. An entry whose document or file cannot be read, or whose file does not
+match its hash, is *not trusted*: it is recomputed and the series gets a warning
+saying so. Entries are read and written by whichever process runs the series
+(with a remote Dask cluster the store must be a path every worker can reach,
+as the model registry already must be). Entries unused for :data:`KEEP_DAYS`
+days are removed by :func:`prune`.
+
+Nothing here changes a figure: a run with a cold cache and a run with a warm
+one give the same report (``tests/test_cache.py``), apart from timings, ids and
+the ``reused`` records that say what was taken from the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel
+
+from capplan import atomic
+
+KEEP_DAYS = 14  # entries not used for this long are removed after a run (prune)
+CODE_PACKAGES = {"rolling": ("forecasting",), "search": ("forecasting", "optimizer")}
+
+
+# -- fingerprints ----------------------------------------------------------------------
+def _feed(h, x: Any) -> None:
+    """Feed ``x`` into hash ``h`` with its type, so that ``1`` and ``"1"`` differ.
+
+    Raises TypeError for a type it does not know (never a silent default)."""
+    if x is None:
+        h.update(b"N;")
+    elif isinstance(x, (bool, int, float, str, np.generic)):
+        h.update(f"{type(x).__name__}:{x!r};".encode())
+    elif isinstance(x, pd.Timestamp):
+        h.update(f"ts:{x.isoformat()};".encode())
+    elif isinstance(x, pd.Timedelta):
+        h.update(f"td:{x.value};".encode())
+    elif isinstance(x, pd.DataFrame):
+        h.update(f"df:{list(map(str, x.columns))}:{list(map(str, x.dtypes))}:{len(x)};".encode())
+        if len(x):
+            h.update(pd.util.hash_pandas_object(x, index=False).to_numpy().tobytes())
+    elif isinstance(x, (pd.Series, pd.Index)):
+        h.update(f"s:{x.dtype}:{len(x)};".encode())
+        if len(x):
+            s = pd.Series(x) if isinstance(x, pd.Index) else x
+            h.update(pd.util.hash_pandas_object(s, index=False).to_numpy().tobytes())
+    elif isinstance(x, np.ndarray):
+        if x.dtype == object:
+            h.update(f"oa:{x.shape};".encode())
+            for v in x.ravel():
+                _feed(h, v)
+        else:
+            h.update(f"a:{x.dtype.str}:{x.shape};".encode())
+            h.update(np.ascontiguousarray(x).tobytes())
+    elif isinstance(x, BaseModel):
+        h.update(f"m:{type(x).__name__};".encode())
+        _feed(h, x.model_dump(mode="json"))
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        h.update(f"dc:{type(x).__name__};".encode())
+        for f in dataclasses.fields(x):
+            h.update(f.name.encode())
+            _feed(h, getattr(x, f.name))
+    elif isinstance(x, dict):
+        h.update(f"d:{len(x)};".encode())
+        for k in sorted(x, key=repr):
+            _feed(h, k)
+            _feed(h, x[k])
+    elif isinstance(x, (list, tuple)):
+        h.update(f"l:{len(x)};".encode())
+        for v in x:
+            _feed(h, v)
+    else:
+        raise TypeError(f"cannot fingerprint a {type(x).__name__}")
+
+
+def fingerprint(*parts: Any) -> str:
+    """SHA-256 (hex) of ``parts``: plain values, frames (``pandas.util.hash_pandas_object``
+    of every row and the columns and dtypes), arrays (bytes, dtype, shape), pydantic
+    models (JSON dump), dataclasses (every field), dicts and lists, recursively.
+
+    Raises TypeError for anything else."""
+    h = hashlib.sha256()
+    _feed(h, parts)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def code_fingerprint(kind: str) -> str:
+    """Hash of the sources of the packages :data:`CODE_PACKAGES` names for ``kind``
+    (``rolling`` or ``search``) and of the installed versions of the libraries that
+    shape the numbers (:data:`capplan.report.VERSIONED_LIBS`): any edit or upgrade
+    invalidates every entry of that kind."""
+    from capplan.report import versions
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256(json.dumps(versions(), sort_keys=True).encode())
+    for pkg in CODE_PACKAGES[kind]:
+        for p in sorted((root / pkg).rglob("*.py")):
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+# -- entries ---------------------------------------------------------------------------
+def _plain(o):
+    """numpy scalars and arrays as plain JSON values (json.dumps' ``default``)."""
+    if isinstance(o, (np.generic, np.ndarray)):
+        return o.tolist()
+    if isinstance(o, (pd.Timestamp, pd.Timedelta)):
+        return str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serialisable")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _Entries:
+    """Parquet + JSON entries in one folder, keyed by fingerprint (see module docstring)."""
+
+    def __init__(self, folder: Path):
+        self.dir = Path(folder)
+
+    def read(self, key: str) -> tuple[pd.DataFrame, dict] | None | str:
+        """``(frame, document)``; None when there is no entry; a reason string when
+        the entry exists but cannot be trusted."""
+        doc_p, pq = self.dir / f"{key}.json", self.dir / f"{key}.parquet"
+        if not doc_p.exists():
+            return None
+        try:
+            doc = json.loads(doc_p.read_text())
+            if doc.get("key") != key:
+                return f"its document names key {str(doc.get('key'))[:12]}"
+            if _sha(pq) != doc.get("sha256"):
+                return "its data file does not match the recorded SHA-256"
+            frame = pd.read_parquet(pq)
+        except (OSError, ValueError) as exc:  # unreadable file: recomputed, and the series is told
+            return f"{type(exc).__name__}: {exc}"
+        now = time.time()
+        try:
+            os.utime(doc_p, (now, now))  # last use, for prune
+        except OSError:
+            pass
+        return frame, doc
+
+    def write(self, key: str, frame: pd.DataFrame, doc: dict) -> None:
+        """The frame first, then the document holding its hash (a reader never trusts a half entry)."""
+        pq = atomic.write_parquet(self.dir / f"{key}.parquet", frame)
+        atomic.write_text(self.dir / f"{key}.json", json.dumps({**doc, "key": key, "sha256": _sha(pq)},
+                                                               default=_plain) + "\n")
+
+
+def _note(notes: dict[str, list[str]], sids, what: str, reason: str) -> None:
+    for s in sids:
+        notes.setdefault(s, []).append(f"cache: {what} entry not trusted ({reason}); recomputed")
+
+
+class RollingCache:
+    """Rolling-origin forecasts per refit block of one tier (the ``cache`` argument of
+    :func:`forecasting.backtest.rolling_forecasts`).
+
+    ``stats``: series_id -> ``{"reused": blocks, "computed": blocks}``;
+    ``notes``: series_id -> warnings about entries that were not trusted.
+    """
+
+    def __init__(self, root: str | os.PathLike, name: str):
+        self.name = name
+        self.entries = _Entries(Path(root) / "cache" / "rolling" / name)
+        self.stats: dict[str, dict[str, int]] = {}
+        self.notes: dict[str, list[str]] = {}
+
+    def key(self, options: dict, seed: int, cap_leads: bool, origins: dict[str, list[pd.Timestamp]],
+            train: pd.DataFrame, context: pd.DataFrame, meta: dict) -> str:
+        """Fingerprint of one block: ``train`` = the data the block's model is fitted on,
+        ``context`` = every series' data up to its last origin, ``meta`` = SeriesMeta per series."""
+        return fingerprint("rolling", self.name, options, seed, cap_leads, origins, train, context,
+                           {s: meta[s] for s in sorted(origins) if s in meta}, code_fingerprint("rolling"))
+
+    def _count(self, sids, what: str) -> None:
+        for s in sids:
+            st = self.stats.setdefault(s, {"reused": 0, "computed": 0})
+            st[what] += 1
+
+    def get(self, key: str, sids: list[str]):
+        """``(forecasts, fallbacks, warnings)`` of a stored block, or None (then compute and :meth:`put`)."""
+        got = self.entries.read(key)
+        if isinstance(got, str):
+            _note(self.notes, sids, f"rolling {self.name}", got)
+            got = None
+        if got is None:
+            self._count(sids, "computed")
+            return None
+        frame, doc = got
+        self._count(sids, "reused")
+        return frame, doc.get("fallbacks", {}), doc.get("warnings", {})
+
+    def put(self, key: str, forecasts: pd.DataFrame, fallbacks: dict, warnings: dict) -> None:
+        self.entries.write(key, forecasts.reset_index(drop=True),
+                           {"tier": self.name, "fallbacks": fallbacks, "warnings": warnings})
+
+
+# -- search outcomes -------------------------------------------------------------------
+def _metrics_doc(m) -> dict | None:
+    return None if m is None else {**m.model_dump(), "daily_coverage": m.daily_coverage}
+
+
+class SearchCache:
+    """Whole search outcomes per series (:func:`optimizer.tuning.search_one`), keyed by the task."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.entries = _Entries(Path(root) / "cache" / "search")
+
+    @staticmethod
+    def key(task) -> str:
+        """Fingerprint of a :class:`optimizer.tuning.SearchTask` and the code that runs it."""
+        return fingerprint("search", task, code_fingerprint("search"))
+
+    def get(self, key: str):
+        """``(SearchOutcome, note)``: the stored outcome (note ``""``), or ``(None, reason)``
+        (``reason`` empty when there is simply no entry)."""
+        from optimizer.oracle import OracleResult
+        from optimizer.policy import Metrics
+        from optimizer.tuning import SearchOutcome
+
+        got = self.entries.read(key)
+        if got is None or isinstance(got, str):
+            return None, got or ""
+        replay, doc = got
+        try:
+            o = doc["outcome"]
+            met = {k: None if o[k] is None else Metrics(**o[k]) for k in ("recommended", "baseline", "random",
+                                                                          "searched")}
+            oc = SearchOutcome(params=o["params"], tuning=o["tuning"], trials=o["trials"], replay=replay,
+                               notes=o["notes"], peers=None if o["peers"] is None else
+                               {k: Metrics(**v) for k, v in o["peers"].items()},
+                               oracle=None if o["oracle"] is None else OracleResult(**o["oracle"]),
+                               recommended_policy=o["recommended_policy"], **met)
+        except (KeyError, TypeError, ValueError) as exc:  # a document of another shape: recomputed
+            return None, f"{type(exc).__name__}: {exc}"
+        return oc, ""
+
+    def put(self, key: str, oc) -> None:
+        doc = {"params": oc.params, "tuning": oc.tuning, "trials": oc.trials, "notes": oc.notes,
+               "recommended": _metrics_doc(oc.recommended), "baseline": _metrics_doc(oc.baseline),
+               "random": _metrics_doc(oc.random), "searched": _metrics_doc(oc.searched),
+               "peers": None if oc.peers is None else {k: _metrics_doc(m) for k, m in oc.peers.items()},
+               "oracle": None if oc.oracle is None else oc.oracle.model_dump(),
+               "recommended_policy": oc.recommended_policy}
+        self.entries.write(key, oc.replay.reset_index(drop=True), {"outcome": doc})
+
+
+def prune(root: str | os.PathLike, keep_days: float = KEEP_DAYS) -> int:
+    """Remove cache entries under ``root/cache`` whose document was last used more than
+    ``keep_days`` ago (and data files left without a document). Returns how many files went."""
+    base = Path(root) / "cache"
+    if not base.exists():
+        return 0
+    cutoff = time.time() - keep_days * 86400
+    gone = 0
+    for doc in base.rglob("*.json"):
+        try:
+            if doc.stat().st_mtime < cutoff:
+                doc.unlink()
+                gone += 1
+        except FileNotFoundError:
+            continue
+    for pq in base.rglob("*.parquet"):
+        if not pq.with_suffix(".json").exists() and pq.stat().st_mtime < cutoff:
+            pq.unlink(missing_ok=True)
+            gone += 1
+    return gone
