@@ -21,7 +21,12 @@ What every executor guarantees:
   :data:`POOL_RESTARTS` times); an item that keeps killing workers fails;
 * progress: ``on_done(done, total, label)`` after each finished item;
 * :meth:`Executor.submit` starts the work and returns a function that waits for it,
-  so the driver can train the global LSTM while the workers run the per-series tasks.
+  so the driver can train the global LSTM while the workers run the per-series tasks;
+* worker processes run numpy, statsmodels, Prophet and scikit-learn single-threaded
+  (:data:`SINGLE_THREAD_ENV`: OpenMP, MKL and OpenBLAS pools of 1, as dask's nanny
+  also sets them, ``distributed.nanny.pre-spawn-environ``), so ``--workers N`` uses N
+  cores for the per-series work (the global LSTM trains in the driver, with
+  TensorFlow's default thread pool, while the workers run).
 
 ``fn`` and the items must be picklable (top-level functions, plain data).
 """
@@ -42,6 +47,18 @@ ExecutorName = Literal["local", "processes", "dask"]
 EXECUTORS: tuple[str, ...] = ("local", "processes", "dask")
 POOL_RESTARTS = 2
 OnDone = Callable[[int, int, str], None]
+#: set in every worker process before it imports numpy, TensorFlow or Prophet
+SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def single_threaded() -> None:
+    """Make this (worker) process single-threaded: :data:`SINGLE_THREAD_ENV` for libraries
+    not yet loaded, ``threadpoolctl`` limits for BLAS/OpenMP pools already loaded.
+    The ``initializer`` of the process pool; top-level so that it pickles."""
+    os.environ.update(SINGLE_THREAD_ENV)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)
 
 
 @dataclass(frozen=True)
@@ -124,7 +141,8 @@ class ProcessExecutor(Executor):
 
     def _get_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                             initializer=single_threaded)
         return self._pool
 
     def submit(self, fn, items, labels=None, on_done=None):
@@ -194,7 +212,7 @@ class DaskExecutor(Executor):
         else:
             cluster = LocalCluster(n_workers=default_workers() if workers is None else max(1, workers),
                                    threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0",
-                                   host="127.0.0.1")
+                                   host="127.0.0.1", env=dict(SINGLE_THREAD_ENV))
             self.client = Client(cluster)
             self._own = [self.client, cluster]
 

@@ -221,7 +221,7 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
         raise InputError(f"series {series_id!r}: empty history in {store.history_dir}")
     loaded = LoadedHistory(frame, {series_id: meta}, [], label=f"store:{store.root}")
     prep = pl.regularise_stage(loaded, cfg)
-    r = pl.tier_forecasts(prep, cfg, tier, seed)
+    r = pl.tier_forecasts(prep, cfg, tier, seed, cache_root=str(store.root))  # unchanged refit blocks reused
     h = prep.h5["timestamp"]
     doc = {"series_id": series_id, "tier": tier, "logical_date": ld_key(logical_date), "seed": seed,
            "issued_at": r.final["issued_at"].max().isoformat() if len(r.final) else None,
@@ -273,6 +273,11 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     the store run ``airflow-<ld>-s<seed>`` (marked LATEST). The stages after the
     forecasts are :func:`capplan.pipeline.plan_from_forecasts`, as in ``capplan plan``.
 
+    Rolling-origin blocks and searches whose inputs did not change since an
+    earlier run are taken from the store's cache (:mod:`capplan.cache`; the
+    report's ``reused`` says which), so an hourly run redoes only what new data
+    touched.
+
     A configured series without history or without a forecast of some tier in
     that tier's latest run is left out and listed in ``report.json`` under
     ``missing`` with the reason; one that fails in its own task is listed under
@@ -312,16 +317,21 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     out = store.root / "plans" / key
     with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
         # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
-        prep, fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo), executor=ex)
+        prep, fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo), executor=ex,
+                                     cache_root=str(store.root))
         run = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
                       duration_s=round(time.perf_counter() - c0, 3),
                       forecast_runs={t: latest[t][0] for t in PLAN_TIERS}, versions=versions(),
                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name)
-        report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing, executor=ex)
+        report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing, executor=ex,
+                                        cache_root=str(store.root))
     problems = check_manifests(out, cfg.export)
     if problems:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     store.save_run(out, run_id)
+    from capplan.cache import prune
+
+    prune(store.root)
     return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
             "failed": {s: f.error for s, f in report.failed.items()}, "files": report.run.files}
 
