@@ -10,6 +10,11 @@ Two kinds of entries live under the store (layout in :mod:`capplan.store`):
   hash of the ``forecasting`` package's source. An hourly rerun recomputes only the
   blocks whose origins or data changed (for a week-long block that has a new origin:
   that block), and every block again when the code or a library changes.
+* **block models** — the fit of one refit block (:meth:`forecasting.tiers.base.Forecaster.save`,
+  JSON and ``.keras`` only), keyed by the tier, options, seed, training data, series
+  metadata and code: when a block gains an origin (an hour of new data) but its
+  training data is unchanged, the model is loaded instead of refitted and predicts
+  every origin of the block, exactly as a fresh fit would.
 * **searched policies** — one series' whole :class:`optimizer.tuning.SearchOutcome`,
   keyed by the search task (tuning and evaluation replay inputs, settings, seed,
   kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library
@@ -189,7 +194,8 @@ class RollingCache:
     """Rolling-origin forecasts per refit block of one tier (the ``cache`` argument of
     :func:`forecasting.backtest.rolling_forecasts`).
 
-    ``stats``: series_id -> ``{"reused": blocks, "computed": blocks}``;
+    ``stats``: series_id -> ``{"reused": blocks, "computed": blocks, "fit_reused": blocks}``
+    (``fit_reused``: computed blocks that predicted with their stored fit);
     ``notes``: series_id -> warnings about entries that were not trusted.
     """
 
@@ -208,7 +214,7 @@ class RollingCache:
 
     def _count(self, sids, what: str) -> None:
         for s in sids:
-            st = self.stats.setdefault(s, {"reused": 0, "computed": 0})
+            st = self.stats.setdefault(s, {"reused": 0, "computed": 0, "fit_reused": 0})
             st[what] += 1
 
     def get(self, key: str, sids: list[str]):
@@ -227,6 +233,51 @@ class RollingCache:
     def put(self, key: str, forecasts: pd.DataFrame, fallbacks: dict, warnings: dict) -> None:
         self.entries.write(key, forecasts.reset_index(drop=True),
                            {"tier": self.name, "fallbacks": fallbacks, "warnings": warnings})
+
+    # fitted block models: a block with a new origin but the same training data is not refitted
+    def model_key(self, options: dict, seed: int, train: pd.DataFrame, meta: dict) -> str:
+        """Fingerprint of one block's fit: the tier, options, seed, training data, the
+        metadata of its series and the code (a fit depends on nothing else)."""
+        sids = sorted(train["series_id"].unique()) if len(train) else []
+        return fingerprint("model", self.name, options, seed, train, {s: meta[s] for s in sids if s in meta},
+                           code_fingerprint("rolling"))
+
+    def load_model(self, key: str, model, sids: list[str]):
+        """``model`` (a fresh forecaster of this tier) with the stored fit of block ``key``
+        (:meth:`forecasting.tiers.base.Forecaster.load`) and the fit's fallbacks and
+        warnings, or None when there is none or it cannot be trusted (noted)."""
+        from forecasting.tiers.base import ModelFileError
+
+        d = self.entries.dir.parent.parent / "models" / self.name / key
+        doc_p = d / "_entry.json"
+        if not doc_p.exists():
+            return None
+        try:
+            doc = json.loads(doc_p.read_text())
+            bad = [n for n, h in doc["sha256"].items() if _sha(d / n) != h]
+            if bad or doc.get("key") != key:
+                raise ModelFileError(f"{', '.join(bad) or '_entry.json'} does not match its record")
+            model.load(d)
+        except (OSError, ValueError, KeyError, ModelFileError) as exc:
+            _note(self.notes, sids, f"{self.name} model", f"{type(exc).__name__}: {exc}")
+            return None
+        model.fallbacks, model.warnings = dict(doc["fallbacks"]), {k: list(v) for k, v in doc["warnings"].items()}
+        now = time.time()
+        os.utime(doc_p, (now, now))
+        self._count(sids, "fit_reused")
+        return model
+
+    def save_model(self, key: str, model) -> None:
+        """Store a block's freshly fitted ``model`` (before it predicts: its fallbacks and
+        warnings are the fit's) when it holds a fit (:meth:`Forecaster.fitted_series`)."""
+        if not model.fitted_series():
+            return
+        with atomic.replace_dir(self.entries.dir.parent.parent / "models" / self.name / key) as tmp:
+            model.save(tmp)
+            files = {p.name: _sha(p) for p in Path(tmp).iterdir() if p.is_file()}
+            (Path(tmp) / "_entry.json").write_text(json.dumps(
+                {"key": key, "sha256": files, "fallbacks": model.fallbacks, "warnings": model.warnings},
+                default=_plain))
 
 
 # -- search outcomes -------------------------------------------------------------------
@@ -280,22 +331,28 @@ class SearchCache:
 
 
 def prune(root: str | os.PathLike, keep_days: float = KEEP_DAYS) -> int:
-    """Remove cache entries under ``root/cache`` whose document was last used more than
-    ``keep_days`` ago (and data files left without a document). Returns how many files went."""
+    """Remove cache entries under ``root/cache`` last used more than ``keep_days`` ago:
+    rolling and search entries (document and data file), block model folders (whole).
+    Returns how many entries went."""
+    import shutil
+
     base = Path(root) / "cache"
     if not base.exists():
         return 0
     cutoff = time.time() - keep_days * 86400
     gone = 0
-    for doc in base.rglob("*.json"):
-        try:
-            if doc.stat().st_mtime < cutoff:
-                doc.unlink()
-                gone += 1
-        except FileNotFoundError:
-            continue
-    for pq in base.rglob("*.parquet"):
-        if not pq.with_suffix(".json").exists() and pq.stat().st_mtime < cutoff:
-            pq.unlink(missing_ok=True)
+    for d in (base / "models").glob("*/*"):
+        doc = d / "_entry.json"
+        if d.is_dir() and (not doc.exists() or doc.stat().st_mtime < cutoff) and not d.name.startswith("."):
+            shutil.rmtree(d, ignore_errors=True)
             gone += 1
+    for kind in ("rolling", "search"):
+        for doc in (base / kind).rglob("*.json"):
+            try:
+                if doc.stat().st_mtime < cutoff:
+                    doc.unlink()
+                    doc.with_suffix(".parquet").unlink(missing_ok=True)
+                    gone += 1
+            except FileNotFoundError:
+                continue
     return gone

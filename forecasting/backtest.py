@@ -136,9 +136,12 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
     cap_leads: keep only leads up to :func:`lead_cap` of each origin.
     cache: optional store of finished refit blocks (``key(options, seed, cap_leads,
         origins, train, context, meta)``, ``get(key, series) -> (forecasts, fallbacks,
-        warnings) | None``, ``put(key, forecasts, fallbacks, warnings)``; e.g.
+        warnings) | None``, ``put(key, forecasts, fallbacks, warnings)``,
+        ``model_key(options, seed, train, meta)``, ``load_model(key, model, series)
+        -> model | None``, ``save_model(key, model)``; e.g.
         :class:`capplan.cache.RollingCache`): a block whose origins, training data
-        and data up to its last origin are unchanged is taken from it, not refitted.
+        and data up to its last origin are unchanged is taken from it; a block with
+        the same training data but new origins reuses its stored fit and predicts.
 
     Returns
     -------
@@ -172,7 +175,14 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
         if hit is not None:
             f, fb, ws = hit
         else:
-            model = make(name, seed=seed, **(options or {})).fit(train, meta)
+            model = None
+            if cache is not None:  # the same training data: the block's stored fit, if any
+                mkey = cache.model_key(options or {}, seed, train, meta)
+                model = cache.load_model(mkey, make(name, seed=seed, **(options or {})), sorted(ors))
+            if model is None:
+                model = make(name, seed=seed, **(options or {})).fit(train, meta)
+                if cache is not None:
+                    cache.save_model(mkey, model)
             f = model.predict(data, {s: [to_model(o) for o in o_list] for s, o_list in ors.items()})
             if hourly:
                 f["issued_at"] = f["issued_at"] + pd.Timedelta("1h") - STEP

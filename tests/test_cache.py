@@ -14,28 +14,46 @@ SERIES = ["infer/nasa-http"]
 VOLATILE_RUN = {"run_id", "started_at", "duration_s", "stage_seconds", "models", "reuse", "published"}
 
 
-def _plan(tmp_path, store_dir, out):
+def _plan(tmp_path, store_dir, out, source="sample"):
+    import yaml
+
     from capplan import pipeline
     from capplan.config import CapplanConfig
     from capplan.executor import Executor
     from capplan.store import Store
     from tests.conftest import FAST_CONFIG
-    import yaml
 
     cfg = CapplanConfig.model_validate(yaml.safe_load(FAST_CONFIG))
-    cfg.models = str(tmp_path / "models")
-    return pipeline.run_plan("sample", cfg, out, series=SERIES, seed=3, store=Store(store_dir), executor=Executor())
+    cfg.models = str(store_dir.parent / f"models-{store_dir.name}")
+    return pipeline.run_plan(source, cfg, out, series=SERIES, seed=3, store=Store(store_dir), executor=Executor())
+
+
+def _source(d, drop_hours: int) -> str:
+    """The sample's series as a parquet source, without its last ``drop_hours`` hours."""
+    from capplan.sources import load_source
+
+    loaded = load_source("sample")
+    g = loaded.frame[loaded.frame["series_id"].isin(SERIES)].copy()
+    g = g[g["timestamp"] <= g["timestamp"].max() - pd.Timedelta(hours=drop_hours)]
+    g["kind"] = g["series_id"].map(lambda s: loaded.meta[s].kind)
+    g["unit"] = g["series_id"].map(lambda s: loaded.meta[s].unit)
+    p = d / f"src-{drop_hours}.parquet"
+    g.to_parquet(p, index=False)
+    return f"parquet:{p}"
 
 
 @pytest.fixture(scope="module")
 def cold_warm(tmp_path_factory):
+    """On store A: a cold run an hour ago, the run an hour later, the same run again;
+    on a fresh store B: a cold run on today's data (what the warm runs must equal)."""
     d = tmp_path_factory.mktemp("cache")
-    cold = _plan(d, d / "store", d / "out1")
-    files = sorted(p.relative_to(d / "store") for p in (d / "store" / "cache").rglob("*") if p.is_file())
-    warm = _plan(d, d / "store", d / "out2")
-    return d, cold, warm, files
-
-
+    before, now = _source(d, 1), _source(d, 0)
+    _plan(d, d / "A", d / "out0", before)
+    later = _plan(d, d / "A", d / "out1", now)
+    files = sorted(p.relative_to(d / "A") for p in (d / "A" / "cache").rglob("*") if p.is_file())
+    again = _plan(d, d / "A", d / "out2", now)
+    cold = _plan(d, d / "B", d / "out3", now)
+    return d, cold, later, again, files
 def _payload(rep) -> dict:
     doc = json.loads(rep.to_json())
     doc["run"] = {k: v for k, v in doc["run"].items() if k not in VOLATILE_RUN}
@@ -44,21 +62,27 @@ def _payload(rep) -> dict:
     return doc
 
 
-def test_a_warm_run_reuses_blocks_and_searches_and_equals_the_cold_run(cold_warm):
-    d, cold, warm, files = cold_warm
-    assert any(str(f).startswith("cache/rolling/") for f in files) and any(str(f).startswith("cache/search/")
-                                                                          for f in files)
-    rc, rw = cold.run.reuse, warm.run.reuse
-    assert rc["rolling_blocks"]["reused"] == 0 and rc["rolling_blocks"]["computed"] > 0
-    assert rw["rolling_blocks"] == {"reused": rc["rolling_blocks"]["computed"], "computed": 0}
-    assert rc["search"] == {"reused": 0, "computed": 1} and rw["search"] == {"reused": 1, "computed": 0}
-    assert warm.series[SERIES[0]].reused["search"] == "reused"
-    assert _payload(warm) == _payload(cold)
-    a = pd.read_parquet(d / "out1" / "backtest.parquet")
-    b = pd.read_parquet(d / "out2" / "backtest.parquet")
-    pd.testing.assert_frame_equal(a, b)
-    pd.testing.assert_frame_equal(pd.read_parquet(d / "out1" / "replay.parquet"),
-                                  pd.read_parquet(d / "out2" / "replay.parquet"))
+def test_warm_runs_reuse_blocks_fits_and_searches_and_equal_a_cold_run(cold_warm):
+    d, cold, later, again, files = cold_warm
+    for kind in ("rolling", "search", "models"):
+        assert any(str(f).startswith(f"cache/{kind}/") for f in files), kind
+    rc, rl, ra = cold.run.reuse, later.run.reuse, again.run.reuse
+    n = rc["rolling_blocks"]["computed"]
+    assert rc["rolling_blocks"] == {"reused": 0, "computed": n, "fit_reused": 0} and rc["search"]["computed"] == 1
+    # an hour later: the blocks before the last are reused, the last ones predict with their stored fit
+    assert 0 < rl["rolling_blocks"]["reused"] < n and rl["rolling_blocks"]["fit_reused"] > 0
+    assert ra["rolling_blocks"] == {"reused": n, "computed": 0, "fit_reused": 0} and ra["search"] == {
+        "reused": 1, "computed": 0}
+    assert again.series[SERIES[0]].reused["search"] == "reused"
+    assert _payload(later) == _payload(cold) == _payload(again)
+    for name in ("backtest", "replay"):  # rolling-origin forecasts and the evaluation replays
+        ref = pd.read_parquet(d / "out3" / f"{name}.parquet")
+        for out in ("out1", "out2"):
+            pd.testing.assert_frame_equal(pd.read_parquet(d / out / f"{name}.parquet"), ref, obj=f"{out}/{name}")
+    # the plan forecasts of the warm runs come from the registry's models fitted an hour earlier (fresh for
+    # their cadence, forecasting.reuse), so they are compared with each other, not with store B's fresh fits
+    pd.testing.assert_frame_equal(pd.read_parquet(d / "out1" / "forecasts.parquet"),
+                                  pd.read_parquet(d / "out2" / "forecasts.parquet"))
 
 
 def test_a_corrupt_entry_is_recomputed_with_a_note_not_trusted(tmp_path):
@@ -72,7 +96,7 @@ def test_a_corrupt_entry_is_recomputed_with_a_note_not_trusted(tmp_path):
     pq.write_bytes(pq.read_bytes()[:-20] + b"x" * 20)
     assert c.get("k1", ["a"]) is None
     assert "SHA-256" in c.notes["a"][0] and "recomputed" in c.notes["a"][0]
-    assert c.stats["a"] == {"reused": 1, "computed": 1}
+    assert c.stats["a"] == {"reused": 1, "computed": 1, "fit_reused": 0}
     (tmp_path / "cache" / "search").mkdir(parents=True)
     (tmp_path / "cache" / "search" / "k2.json").write_text("{not json")
     oc, why = SearchCache(tmp_path).get("k2")
@@ -103,5 +127,5 @@ def test_prune_removes_entries_unused_for_keep_days(tmp_path):
     old = time.time() - 30 * 86400
     for p in (tmp_path / "cache" / "rolling" / "naive").glob("old.*"):
         os.utime(p, (old, old))
-    assert prune(tmp_path, keep_days=14) == 2
+    assert prune(tmp_path, keep_days=14) == 1
     assert sorted(p.name for p in (tmp_path / "cache" / "rolling" / "naive").iterdir()) == ["new.json", "new.parquet"]
