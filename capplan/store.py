@@ -18,6 +18,11 @@ Layout under the store root (default ``.capplan/store``)::
     forecasts/<tier>/<key>/_manifest.json
                                      series ok / missing in that run (written last)
     forecasts/<tier>/LATEST          the last key whose manifest is complete
+    cache/rolling/<model>/<fp>.parquet|.json
+                                     one refit block's rolling-origin forecasts, keyed by the
+                                     fingerprint of its inputs (capplan.cache)
+    cache/models/<model>/<fp>/       one refit block's fitted model (Forecaster.save) and _entry.json
+    cache/search/<fp>.parquet|.json  one series' search outcome (evaluation replay + JSON document)
 
 ``<series-key>`` is :func:`forecasting.keys.file_key` of the id: percent-encoded
 (``train/vc6YE`` -> ``train%2Fvc6YE``), a leading dot encoded (``..`` ->

@@ -132,6 +132,9 @@ def register(app: typer.Typer) -> None:
         publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
                                                "LATEST (the fleet plan the dashboard opens on).",
                                                show_default="only a run of every series into the default --out"),
+        reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Take rolling-origin forecasts, block fits and "
+                                   "policy searches whose inputs did not change from the store's cache "
+                                   "(capplan.cache; the report's `reused` says what). Same figures either way."),
     ):
         """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
@@ -164,7 +167,7 @@ def register(app: typer.Typer) -> None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
             result = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
-                              progress=progress, store=Store(cfg.store), publish=publish)
+                              progress=progress, store=Store(cfg.store), publish=publish, reuse=reuse)
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
         def table(console: Console) -> None:
