@@ -53,7 +53,8 @@ from pydantic import BaseModel
 
 from capplan import atomic
 
-KEEP_DAYS = 14  # entries not used for this long are removed after a run (prune)
+KEEP_DAYS = 2  # entries not used for this long are removed after a run (prune): an hourly run
+# supersedes the last block of every model each hour, and those entries are never read again
 CODE_PACKAGES = {"rolling": ("forecasting",), "search": ("forecasting", "optimizer")}
 
 
