@@ -8,8 +8,8 @@
    forecast (:func:`tier_forecasts`, :mod:`forecasting.reuse`), then combined
    (:mod:`forecasting.assemble`).
 4. :func:`backtest_stage` — MASE, sMAPE, pinball and coverage per model and lead band.
-5. :func:`search_stage` — per series, :func:`optimizer.tuning.search_one` on
-   replay inputs (:mod:`optimizer.inputs`), through :mod:`capplan.executor`.
+5. :func:`search_stage` — per series, replay inputs (:mod:`optimizer.inputs`) and
+   :func:`optimizer.tuning.search_one`, both in the series' task on :mod:`capplan.executor`.
 6. :func:`plans_stage` — capacity per lead time (:mod:`optimizer.plan`).
 7. :func:`export_stage` — dispatcher policy and manifests (:mod:`optimizer.exporters`),
    ``forecasts.parquet`` and ``report.json`` (:mod:`capplan.report`), written atomically.
@@ -309,43 +309,68 @@ def backtest_stage(prep: Prepared, fc: Forecasts) -> dict[str, dict]:
 
 
 # 5 ------------------------------------------------------------------------------
-def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0) -> list[SearchTask]:
-    """One :class:`optimizer.tuning.SearchTask` per series (sorted by id): replay
-    inputs on its tuning and evaluation windows (:func:`optimizer.inputs.replay_input`)."""
-    tasks = []
+def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta,
+                cfg: CapplanConfig, seed: int = 0, book: dict | None = None) -> SearchTask:
+    """One series' :class:`optimizer.tuning.SearchTask`: replay inputs on its tuning and
+    evaluation windows (:func:`optimizer.inputs.replay_input`) from its history (5-minute,
+    or its native grid for a finer inference series) and its combined rolling forecasts.
+    ``book``: GPU prices (default ``cfg.price_book()``)."""
+    book = cfg.price_book() if book is None else book
+    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
+    tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - STEP, **rk)
+    evalw, _ = replay_input(history, combined, meta, book, w.eval_start, w.end, **rk)
+    return SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes)
+
+
+def _search_inputs(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int, cache_root: str | None = None
+                   ) -> list["CachedSearch"]:
+    """Per series (sorted by id), what :func:`search_task` needs, as plain data for a worker."""
     book = cfg.price_book()
     comb = fc.rolling["combined"]
-    for sid, w in sorted(prep.windows.items()):
-        g = prep.native.get(sid, prep.h5[prep.h5["series_id"] == sid])
-        c = comb[comb["series_id"] == sid]
-        meta = prep.meta[sid]
-        rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
-        tune, tnotes = replay_input(g, c, meta, book, w.tune_start, w.eval_start - STEP, **rk)
-        evalw, _ = replay_input(g, c, meta, book, w.eval_start, w.end, **rk)
-        tasks.append(SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes))
-    return tasks
+    return [CachedSearch(sid, w, prep.native.get(sid, prep.h5[prep.h5["series_id"] == sid]),
+                         comb[comb["series_id"] == sid], prep.meta[sid], cfg, seed, book, cache_root)
+            for sid, w in sorted(prep.windows.items())]
+
+
+def search_tasks(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 0) -> list[SearchTask]:
+    """One :class:`optimizer.tuning.SearchTask` per series (sorted by id) (:func:`search_task`)."""
+    return [x.task() for x in _search_inputs(prep, fc, cfg, seed)]
 
 
 @dataclass
 class CachedSearch:
-    """One series' search with the store root whose cache may already hold its outcome."""
+    """One series' search inputs (built into a :class:`optimizer.tuning.SearchTask` where it
+    runs, so the replay inputs are built in parallel) and the store root whose cache may
+    already hold its outcome."""
 
-    task: SearchTask
+    series_id: str
+    windows: bt.Windows
+    history: pd.DataFrame
+    combined: pd.DataFrame
+    meta: SeriesMeta
+    cfg: CapplanConfig
+    seed: int
+    book: dict
     cache_root: str | None = None
+
+    def task(self) -> SearchTask:
+        return search_task(self.series_id, self.windows, self.history, self.combined, self.meta, self.cfg,
+                           self.seed, self.book)
 
 
 def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
     """``(outcome, "reused" | "computed", note)``: the stored outcome of an identical
     search task (:class:`capplan.cache.SearchCache`), else :func:`optimizer.tuning.search_one`,
     stored for the next run. ``note`` says when a stored entry was not trusted."""
+    task = item.task()
     if not item.cache_root:
-        return search_one(item.task), "computed", ""
+        return search_one(task), "computed", ""
     cache = SearchCache(item.cache_root)
-    key = cache.key(item.task)
+    key = cache.key(task)
     oc, why = cache.get(key)
     if oc is not None:
         return oc, "reused", ""
-    oc = search_one(item.task)
+    oc = search_one(task)
     cache.put(key, oc)
     return oc, "computed", f"cache: search entry not trusted ({why}); recomputed" if why else ""
 
@@ -359,12 +384,11 @@ def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
     series whose search raises is left out and recorded in ``prep.failed``.
     With ``cache_root`` an identical task's stored outcome is reused
     (:func:`search_cached`) and ``fc.reused[series]["search"]`` says which."""
-    tasks = search_tasks(prep, fc, cfg, seed)
+    tasks = _search_inputs(prep, fc, cfg, seed, cache_root)
     ex = executor or _LOCAL
     progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random) on the "
                        f"{ex.name} executor")
-    results = ex.map(search_cached, [CachedSearch(t, cache_root) for t in tasks], [t.series_id for t in tasks],
-                     _on_done(progress, "search"))
+    results = ex.map(search_cached, tasks, [t.series_id for t in tasks], _on_done(progress, "search"))
     for t, r in zip(tasks, results):
         if isinstance(r, Failed):
             prep.failed[t.series_id] = {"stage": "search", "error": r.error, "where": r.where}
