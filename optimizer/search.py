@@ -45,6 +45,7 @@ the types the simulator's pydantic models expect.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -69,6 +70,8 @@ class Space:
     dimension (p50 < p90 < p95 < p99) instead of a one-hot block per label.
     ``safety(params) -> tuple``: larger is safer (more capacity held against a
     demand the tuning window did not show); it breaks ties, see :func:`pick_best`.
+    ``grid``: values per dimension scanned by :func:`grid_scan` (``grid_skip(values)``
+    drops redundant combinations).
     """
 
     dims: list
@@ -77,6 +80,33 @@ class Space:
     safety: Callable[[object], tuple] = lambda p: ()
     labels: dict[str, list[str]] = field(default_factory=dict)
     anchors: list[dict] = field(default_factory=list)
+    grid: dict[str, list] = field(default_factory=dict)
+    grid_skip: Callable[[dict], bool] = lambda v: False
+
+    def grid_points(self) -> list[list]:
+        """The deterministic scan (:func:`grid_scan`): every combination of ``grid``'s values
+        (a dimension it leaves out takes its anchor's value, or its lower bound), clipped into
+        the bounds, labels the bounds dropped left out, duplicates dropped, in a fixed order."""
+        base = self.anchors[0] if self.anchors else {}
+        axes = []
+        for d in self.dims:
+            vals = self.grid.get(d.name, [base.get(d.name, d.low if isinstance(d, (Real, Integer)) else d.categories[0])])
+            if d.name in self.labels:
+                vals = [v for v in vals if v in self.labels[d.name]] or [self.labels[d.name][0]]
+            elif isinstance(d, Categorical):
+                vals = [v for v in vals if v in d.categories] or [d.categories[0]]
+            axes.append(vals)
+        seen, pts = set(), []
+        for combo in itertools.product(*axes):
+            vals = dict(zip(self.names, combo))
+            if self.grid_skip(vals):
+                continue
+            x = self.to_point(vals)
+            key = tuple(x)
+            if key not in seen:
+                seen.add(key)
+                pts.append(x)
+        return pts
 
     def to_point(self, values: dict) -> list:
         """Policy values (labels for ordered choices) -> skopt point, clipped into the bounds."""
@@ -135,7 +165,18 @@ def training_space(bounds: dict | None = None) -> Space:
             _choice(labels, "topup_quantile"),
             Real(*b["topup_headroom"], name="topup_headroom")]
     return Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
-                 anchors=TRAINING_ANCHORS)
+                 anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
+                 grid_skip=lambda v: v["topup_quantile"] == "none" and v["topup_headroom"] != 1.0)
+
+
+# The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
+# headroom 0.8-1.2, all spot or all on demand) with every hourly top-up (none, or a quantile at
+# headroom 0.8-1.5), no weekly reservation (with the default prices it never pays, optimizer.layers;
+# the Gaussian-process refinement searches it). About 2,300 replays of the tuning window, ~1 s.
+TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
+                 "daily_rule": ["newsvendor", "max"], "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
+                 "spot_fraction": [0.0, 1.0], "topup_quantile": ["none", "p50", "p90", "p95", "p99"],
+                 "topup_headroom": [0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5]}
 
 
 # Evaluated first by both searches, so the GP-vs-random comparison stays fair. The first is the
@@ -199,7 +240,8 @@ def inference_space(peak: float, bounds: dict | None = None) -> Space:
             Categorical(list(b["prescale_quantile"]), name="prescale_quantile")]
     max_rep = int(b.get("max_replicas", max(2, math.ceil(2 * max(peak, 1) / 0.4))))
     return Space(dims, lambda v: InferenceParams(**v), fixed={"max_replicas": max_rep, "period_s": 60},
-                 safety=_inference_safety, anchors=INFERENCE_ANCHORS)
+                 safety=_inference_safety, anchors=INFERENCE_ANCHORS, grid=INFERENCE_GRID,
+                 grid_skip=lambda v: v["prescale_quantile"] == "none" and v["prescale_lead_s"] != 600)
 
 
 # Evaluated first, as TRAINING_ANCHORS: the Kubernetes HPA defaults (scale up at once, scale down
@@ -209,19 +251,31 @@ INFERENCE_ANCHORS = [
     {"target_utilization": 0.8, "scale_up_window_s": 0, "scale_down_window_s": 300, "scale_up_percent": 100,
      "scale_down_percent": 100, "min_replicas": 1, "prescale_lead_s": 600, "prescale_quantile": "p90"},
 ]
+# The deterministic scan (grid_scan) around that anchor: HPA target, pre-scaling quantile and lead
+# (5 or 10 minutes: beyond the metrics lag plus the cold start), scale-down window; ~100 replays.
+INFERENCE_GRID = {"target_utilization": [0.6, 0.7, 0.8, 0.9, 0.95], "prescale_quantile": ["none", "p50", "p90", "p95"],
+                  "prescale_lead_s": [300, 600], "scale_down_window_s": [0, 300, 900]}
 
 
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:
     """Coverage below the target (a ratio): ``max(0, target - coverage)`` over
-    the window, or with ``by="daily"`` the mean over the window's days of
-    ``max(0, target - coverage of the day)`` (module docstring; the window's
-    shortfall when ``m`` carries no daily coverage)."""
+    the window; with ``by="daily"`` the mean over the window's days of
+    ``max(0, target - coverage of the day)``; with ``by="lcb"`` ``max(0, target -
+    (coverage - sd of the daily coverages / sqrt(days)))``, the window's coverage
+    less one standard error of its day-to-day spread (module docstring). Both
+    fall back to the window's shortfall when ``m`` carries no daily coverage.
+    Raises ValueError for another ``by``."""
+    if by not in COVERAGE_OBJECTIVES:
+        raise ValueError(f"unknown coverage objective {by!r}; use one of {', '.join(COVERAGE_OBJECTIVES)}")
     if by == "daily" and m.daily_coverage:
         return float(np.mean([max(0.0, coverage_target - c) for c in m.daily_coverage]))
-    if by not in ("window", "daily"):
-        raise ValueError(f"unknown coverage objective {by!r}; use 'window' or 'daily'")
     cov = 0.0 if not math.isfinite(m.coverage) else m.coverage
+    if by == "lcb" and m.daily_coverage and len(m.daily_coverage) > 1:
+        cov -= float(np.std(m.daily_coverage, ddof=1)) / math.sqrt(len(m.daily_coverage))
     return max(0.0, coverage_target - cov)
+
+
+COVERAGE_OBJECTIVES = ("window", "daily", "lcb")
 
 
 def objective_value(m: Metrics, coverage_target: float, reference_cost: float, penalty: float,
@@ -238,7 +292,7 @@ class SearchResult:
     method: str
     best_params: object
     best_objective: float
-    best_metrics: Metrics
+    best_metrics: Metrics | None
     trials: list[dict]
     n_tied: int = 1
 
@@ -263,21 +317,11 @@ def pick_best(points: dict[tuple, tuple[float, Metrics, object]], space: Space) 
     return min(tied, key=rank)[0], len(tied)
 
 
-def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int, seed: int,
-               coverage_target: float, reference_cost: float, penalty: float = 0.5,
-               method: str = "gp", progress: Callable[[int, int], None] | None = None,
-               coverage_by: str = "window") -> SearchResult:
-    """Minimise the objective over ``space`` with ``gp`` (``skopt.gp_minimize``)
-    or ``random`` (``skopt.dummy_minimize``), ``n_calls`` evaluations, seeded.
-
-    ``evaluate(params) -> Metrics`` replays the policy on the tuning window;
-    ``coverage_by`` (``window`` or ``daily``) picks the coverage shortfall the
-    objective penalises (:func:`coverage_shortfall`). The best point is chosen
-    by :func:`pick_best`.
-    """
-    cache: dict[tuple, tuple[float, Metrics, object]] = {}
-    trials: list[dict] = []
-
+def _objective_fn(evaluate: Callable[[object], Metrics], space: Space, coverage_target: float,
+                  reference_cost: float, penalty: float, coverage_by: str, method: str,
+                  cache: dict, trials: list | None, progress=None, n_calls: int = 0):
+    """``f(point) -> objective`` that replays each distinct point once (``cache``: key ->
+    ``(objective, metrics, params)``) and logs every call in ``trials`` (when given)."""
     def f(x):
         key = tuple(round(v, 9) if isinstance(v, float) else v for v in x)
         params = space.to_params(x)
@@ -288,15 +332,60 @@ def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int
             m = evaluate(params)
             val = objective_value(m, coverage_target, reference_cost, penalty, coverage_by)
             cache[key] = (val, m, params)
-        trials.append({"method": method, "trial": len(trials), "params": params.model_dump(), "objective": val,
-                       "cost_usd": m.cost_usd, "coverage": m.coverage, "idle_ratio": m.idle_ratio,
-                       "seconds": time.perf_counter() - t0})
-        if progress:
-            progress(len(trials), n_calls)
+        if trials is not None:
+            trials.append({"method": method, "trial": len(trials), "params": params.model_dump(), "objective": val,
+                           "cost_usd": m.cost_usd, "coverage": m.coverage, "idle_ratio": m.idle_ratio,
+                           "seconds": time.perf_counter() - t0})
+            if progress:
+                progress(len(trials), n_calls)
         return val
 
+    return f
+
+
+def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_target: float, reference_cost: float,
+              penalty: float = 0.5, coverage_by: str = "window") -> tuple[SearchResult, list]:
+    """Replay every point of ``space.grid_points()`` and pick the best by :func:`pick_best`.
+
+    No randomness: the result depends on the tuning window and the forecasts
+    only, never on a seed (the pipeline's cost-optimal starting policy, which
+    the Gaussian-process search then refines). Returns ``(result, best point)``;
+    ``result.trials`` is empty (the scan's size is ``len(space.grid_points())``),
+    ``result.best_params`` is None when the space has no grid point.
+    """
+    cache: dict[tuple, tuple[float, Metrics, object]] = {}
+    f = _objective_fn(evaluate, space, coverage_target, reference_cost, penalty, coverage_by, "grid", cache, None)
+    pts = {}
+    for x in space.grid_points():
+        f(x)
+        pts[tuple(round(v, 9) if isinstance(v, float) else v for v in x)] = x
+    if not cache:
+        return SearchResult("grid", None, float("inf"), None, []), []
+    key, n_tied = pick_best(cache, space)
+    val, m, best = cache[key]
+    return SearchResult("grid", best, val, m, [], n_tied), pts[key]
+
+
+def run_search(evaluate: Callable[[object], Metrics], space: Space, n_calls: int, seed: int,
+               coverage_target: float, reference_cost: float, penalty: float = 0.5,
+               method: str = "gp", progress: Callable[[int, int], None] | None = None,
+               coverage_by: str = "window", start: list | None = None) -> SearchResult:
+    """Minimise the objective over ``space`` with ``gp`` (``skopt.gp_minimize``)
+    or ``random`` (``skopt.dummy_minimize``), ``n_calls`` evaluations, seeded.
+
+    ``evaluate(params) -> Metrics`` replays the policy on the tuning window;
+    ``coverage_by`` (:data:`COVERAGE_OBJECTIVES`) picks the coverage shortfall the
+    objective penalises (:func:`coverage_shortfall`); ``start`` (skopt points,
+    e.g. :func:`grid_scan`'s best) is evaluated first, then the space's anchors,
+    all inside the budget. The best point is chosen by :func:`pick_best`.
+    """
+    cache: dict[tuple, tuple[float, Metrics, object]] = {}
+    trials: list[dict] = []
+    f = _objective_fn(evaluate, space, coverage_target, reference_cost, penalty, coverage_by, method, cache, trials,
+                      progress, n_calls)
     n_init = max(2, min(10, n_calls // 2))
-    x0 = space.anchor_points()[: max(0, min(n_init - 1, n_calls - 1))]
+    x0 = [list(x) for x in (start or [])] + [a for a in space.anchor_points() if a not in (start or [])]
+    x0 = x0[: max(0, min(n_init - 1, n_calls - 1))]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if method == "gp":

@@ -40,7 +40,7 @@ from optimizer.oracle import OracleResult, inference_oracle, regret, training_or
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.search import Space, inference_space, objective_value, run_search, training_space
+from optimizer.search import Space, grid_scan, inference_space, objective_value, run_search, training_space
 from optimizer.settings import SearchSettings
 
 
@@ -157,31 +157,34 @@ def search_one(task: SearchTask) -> SearchOutcome:
     space = pr.space(tune)
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
-    gp = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
-                    coverage_by=by)
+    evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
+    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by)
+    start = [x_scan] if x_scan else None
+    gp = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp", coverage_by=by,
+                    start=start)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
         tpr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
         "coverage_target_while_tuning": target, "coverage_objective": by}
     rnd_eval = None
     if pc.random_search:
-        rnd = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
-                         "random", coverage_by=by)
+        rnd = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "random",
+                         coverage_by=by, start=start)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_eval = pr.replay(rnd.best_params, evalw)[0]
     notes = list(task.notes)
-    if gp.n_tied > 1:
-        notes.append(f"tuning: {gp.n_tied} policies scored the same objective on the tuning window "
-                     f"({gp.best_objective:,.2f} USD; e.g. no demand to tell them apart); the one with the "
-                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
-                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
-                     "HPA target)")
-    best_params, best_obj = gp.best_params, gp.best_objective
-    n_anchor = min(len(space.anchor_points()), len(gp.trials))
-    if n_anchor:
-        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"])
-        anchor_obj = gp.trials[k]["objective"]
+    best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
+    if scan.best_params is not None:
+        anchor_obj, anchor_params, anchor_tied = scan.best_objective, scan.best_params, scan.n_tied
+        tuning["grid_points"] = len(space.grid_points())
+    else:
+        n_anchor = min(len(space.anchor_points()), len(gp.trials))
+        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"]) if n_anchor else None
+        anchor_obj = gp.trials[k]["objective"] if k is not None else None
+        anchor_params = pr.params(gp.trials[k]["params"]) if k is not None else None
+        anchor_tied = 1
+    if anchor_obj is not None:
         tuning["anchor_objective"] = anchor_obj
         tuning["refinement_usd"] = anchor_obj - gp.best_objective
         # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
@@ -189,7 +192,13 @@ def search_one(task: SearchTask) -> SearchOutcome:
         kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
         tuning["refinement_kept"] = bool(kept)
         if not kept:
-            best_params, best_obj = pr.params(gp.trials[k]["params"]), anchor_obj
+            best_params, best_obj, n_tied = anchor_params, anchor_obj, anchor_tied
+    if n_tied > 1:
+        notes.append(f"tuning: {n_tied} policies scored the same objective on the tuning window "
+                     f"({best_obj:,.2f} USD; e.g. no demand to tell them apart); the one with the "
+                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
+                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
+                     "HPA target)")
     rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
