@@ -28,7 +28,9 @@ class TrainingParams(BaseModel):
       ``max(0, ceil(topup_headroom * max of the forecast's topup_quantile over
       the hour) - reserved - daily GPUs)``, from the latest forecast issued
       before the hour; ``topup_quantile = "none"`` disables the layer (the
-      policy of the seeds' lead times: week and day only).
+      policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
+      use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
+      of a forecast quantile (:mod:`optimizer.calibrated`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -38,8 +40,11 @@ class TrainingParams(BaseModel):
     daily_rule: Literal["max", "newsvendor"] = "max"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
-    topup_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
+    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"] = "none"
     topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
+    topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
+                                            "over the fresh p50 learnt by the last replayed hour, which the plan's "
+                                            "next hour uses (set after tuning, never searched; None: use p90)")
 
 
 class InferenceParams(BaseModel):

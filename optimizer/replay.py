@@ -88,7 +88,8 @@ class ReplayInput:
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
-    hour_max: dict[str, np.ndarray] = field(default_factory=dict)
+    hour_max: dict[str, np.ndarray] = field(default_factory=dict)  # also the calibrated c80/c90/c95
+    topup_margin: dict[str, np.ndarray] = field(default_factory=dict)  # their margins over p50 (optimizer.calibrated)
     day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None

@@ -154,7 +154,7 @@ def training_space(bounds: dict | None = None) -> Space:
     fraction, and the hourly on-demand top-up (quantile, ``none`` included, and
     headroom); see :class:`optimizer.policy.TrainingParams`."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
-         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"], "topup_quantile": ["none", "p50", "p90", "p95", "p99"],
+         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
     labels = {k: _ordered(b[k]) for k in ("quantile", "topup_quantile")}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
@@ -166,16 +166,18 @@ def training_space(bounds: dict | None = None) -> Space:
             Real(*b["topup_headroom"], name="topup_headroom")]
     return Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
                  anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
-                 grid_skip=lambda v: v["topup_quantile"] == "none" and v["topup_headroom"] != 1.0)
+                 grid_skip=lambda v: v["topup_quantile"] in ("none", "c80", "c90", "c95") and v["topup_headroom"] != 1.0)
 
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
-# headroom 0.8-1.2, all spot or all on demand) with every hourly top-up (none, or a quantile at
-# headroom 0.8-1.5), no weekly reservation (with the default prices it never pays, optimizer.layers;
-# the Gaussian-process refinement searches it). About 2,300 replays of the tuning window, ~1 s.
+# headroom 0.8-1.2, all spot or all on demand) with every hourly top-up (none; a forecast quantile at
+# headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose margin is already learnt, at
+# headroom 1), no weekly reservation (with the default prices it never pays, optimizer.layers; the
+# Gaussian-process refinement searches it). About 2,600 replays of the tuning window, 1-3 s.
 TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
                  "daily_rule": ["newsvendor", "max"], "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
-                 "spot_fraction": [0.0, 1.0], "topup_quantile": ["none", "p50", "p90", "p95", "p99"],
+                 "spot_fraction": [0.0, 1.0],
+                 "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
                  "topup_headroom": [0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5]}
 
 
@@ -193,7 +195,8 @@ TRAINING_ANCHORS = [
 ]
 
 
-_RANK = {"none": 0, "p50": 1, "p90": 2, "p95": 3, "p99": 4}
+# ordinal position of each choice (calibrated levels between the quantiles they usually fall between)
+_RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "p99": 4}
 
 
 def _ordered(choices) -> list[str]:

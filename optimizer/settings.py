@@ -23,6 +23,7 @@ from optimizer.policy import InferenceParams, TrainingParams
 
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
+TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"]  # c*: optimizer.calibrated
 
 
 def _limits(model: type[BaseModel], name: str) -> tuple[float, float]:
@@ -70,7 +71,7 @@ class TrainingBounds(_Bounds):
     spot_fraction: tuple[float, float] | None = None
     topup_headroom: tuple[float, float] | None = None
     quantile: list[Quantile] | None = Field(default=None, min_length=1)
-    topup_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
+    topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1)
 
 
 class InferenceBounds(_Bounds):

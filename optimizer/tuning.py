@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from optimizer import baseline as base
+from optimizer.calibrated import LEVELS
 from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -199,6 +200,10 @@ def search_one(task: SearchTask) -> SearchOutcome:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
+    if best_params.model_dump().get("topup_quantile") in LEVELS:  # the plan's next hour adds the latest margin
+        m = evalw.topup_margin.get(best_params.topup_quantile)
+        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
+        best_params = best_params.model_copy(update={"topup_margin_gpus": last})
     rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
