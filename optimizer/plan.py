@@ -3,7 +3,8 @@
 Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
 
 * ``reserved_gpus`` = ceil(reservation_ratio x mean of the weekly tier's quantile) — the weekly commitment;
-* the day's target = ceil(headroom x max of the combined quantile over the next 24 h); what it adds to
+* the day's target = ceil(headroom x max of the combined quantile over the next 24 h), with
+  ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
   (a calibrated level, :mod:`optimizer.calibrated`: the next hour's p50 plus ``topup_margin_gpus``);
@@ -51,6 +52,10 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
         reserved = math.ceil(p.reservation_ratio * float(weekly[p.quantile].mean()) - 1e-9) if len(weekly) else 0
         target = math.ceil(p.headroom * float(day[p.quantile].max()) - 1e-9)
+        if p.daily_cap == "last_day_peak":  # as the replay: never more than the last 24 h needed
+            v = hist.dropna(subset=["value"])
+            v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]
+            target = min(target, math.ceil(float(v.max()) - 1e-9) if len(v) else 0)
         flex = max(target - reserved, 0)
         spot = int(round(p.spot_fraction * flex))
         capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)

@@ -154,12 +154,14 @@ def training_space(bounds: dict | None = None) -> Space:
     fraction, and the hourly on-demand top-up (quantile, ``none`` included, and
     headroom); see :class:`optimizer.policy.TrainingParams`."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
-         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
+         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
+         "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
     labels = {k: _ordered(b[k]) for k in ("quantile", "topup_quantile")}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
             _choice(labels, "quantile"),
             Categorical(list(b["daily_rule"]), name="daily_rule"),
+            Categorical(list(b["daily_cap"]), name="daily_cap"),
             Real(*b["headroom"], name="headroom"),
             Real(*b["spot_fraction"], name="spot_fraction"),
             _choice(labels, "topup_quantile"),
@@ -170,13 +172,15 @@ def training_space(bounds: dict | None = None) -> Space:
 
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
-# headroom 0.8-1.2, all spot or all on demand) with every hourly top-up (none; a forecast quantile at
-# headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose margin is already learnt, at
-# headroom 1), no weekly reservation (with the default prices it never pays, optimizer.layers; the
-# Gaussian-process refinement searches it). About 2,600 replays of the tuning window, 1-3 s.
+# cap, headroom 0.8-1.2, on spot: spot_eff < on-demand, optimizer.layers) with every hourly top-up
+# (none; a forecast quantile at headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose
+# margin is already learnt, at headroom 1), no weekly reservation (with the default prices it never
+# pays). The Gaussian-process refinement searches the rest (reservations, on-demand days). About
+# 2,600 replays of the tuning window, 1-3 s.
 TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
-                 "daily_rule": ["newsvendor", "max"], "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
-                 "spot_fraction": [0.0, 1.0],
+                 "daily_rule": ["newsvendor", "max"], "daily_cap": ["none", "last_day_peak"],
+                 "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
+                 "spot_fraction": [1.0],
                  "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
                  "topup_headroom": [0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5]}
 
@@ -188,9 +192,10 @@ TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "
 # The second is the earlier lean policy (the day's p90 max on spot). Uniform draws over seven
 # parameters rarely land near them; the searches move away wherever the tuning window says so.
 TRAINING_ANCHORS = [
-    {"reservation_ratio": 0.0, "quantile": "p90", "daily_rule": "newsvendor", "headroom": 1.0,
+    {"reservation_ratio": 0.0, "quantile": "p90", "daily_rule": "newsvendor", "daily_cap": "none", "headroom": 1.0,
      "spot_fraction": 1.0, "topup_quantile": "p90", "topup_headroom": 1.0},
-    {"reservation_ratio": 0.0, "quantile": "p90", "daily_rule": "max", "headroom": 0.9, "spot_fraction": 1.0,
+    {"reservation_ratio": 0.0, "quantile": "p90", "daily_rule": "max", "daily_cap": "none", "headroom": 0.9,
+     "spot_fraction": 1.0,
      "topup_quantile": "p95", "topup_headroom": 1.0},
 ]
 
@@ -213,8 +218,8 @@ def _choice(labels: dict[str, list[str]], name: str):
 def _training_safety(p: TrainingParams) -> tuple:
     """Reacting each hour beats not reacting; then the smallest weekly commitment (the one layer
     that cannot follow demand), higher quantiles, more headroom, less spot."""
-    return (_RANK[p.topup_quantile], -p.reservation_ratio, _RANK[p.quantile], p.topup_headroom, p.headroom,
-            -p.spot_fraction)
+    return (_RANK[p.topup_quantile], -p.reservation_ratio, _RANK[p.quantile], p.daily_cap == "none",
+            p.topup_headroom, p.headroom, -p.spot_fraction)
 
 
 def _inference_safety(p: InferenceParams) -> tuple:
