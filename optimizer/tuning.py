@@ -22,10 +22,15 @@ figures are the recommended figures. The manifests still carry the searched
 policy's capacity (the exporters express forecast-driven layers, not these
 rules), which the note also says.
 
-**Refinement.** The search starts from the cost-optimal layers
-(:data:`optimizer.search.TRAINING_ANCHORS`: the newsvendor daily level on spot,
-the hourly top-up for the rest); ``tuning["refinement_usd"]`` is how much the
-Gaussian-process search lowered the tuning objective below that anchor.
+**Refinement.** The search starts from the best policy of a deterministic
+scan of the cost-optimal layers (:func:`optimizer.search.grid_scan`; for
+inference services without a grid, the best of the anchors);
+``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered
+the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
+(3 %) of it, and never on a tuning window shorter than a day
+(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
+says so). A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
+of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from optimizer.settings import SearchSettings
 
 
 REFINE_MIN = 0.03
+REFINE_MIN_WINDOW_S = 86400  # a shorter tuning window keeps the scan's policy (module docstring)
 TUNING_STREAM = 0  # spot-interruption draws of every tuning replay (module docstring)
 
 
@@ -191,6 +197,10 @@ def search_one(task: SearchTask) -> SearchOutcome:
         # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
         # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
         kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        if kept and len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S:
+            kept = False
+            notes.append("tuning: the tuning window is shorter than a day, too short to tell the Gaussian-process "
+                         "refinement's gain from noise; the scan's (or anchor's) policy was kept")
         tuning["refinement_kept"] = bool(kept)
         if not kept:
             best_params, best_obj, n_tied = anchor_params, anchor_obj, anchor_tied
