@@ -88,7 +88,7 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end)
         inp.hour_max.update(calibrated)
         if n_fallback:
-            notes.append(f"replay: the calibrated hourly top-up (optimizer.calibrated) had less than a day of past "
+            notes.append(f"replay: the calibrated top-up (optimizer.calibrated) had less than a day of past "
                          f"errors for {n_fallback} hours of the window; those hours used the fresh p90 instead")
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
