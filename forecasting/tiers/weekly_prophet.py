@@ -40,6 +40,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy.optimize import nnls
 
 from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
 from forecasting.regularise import hourly_columns
@@ -47,6 +48,7 @@ from forecasting.tiers.base import Forecaster, register, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
+HOLDOUT = 168  # hours held out to measure how much of Prophet's predicted change to keep
 
 
 def _quiet() -> None:
@@ -74,16 +76,18 @@ class WeeklyProphet(Forecaster):
     arch = "prophet-local-ds-mean-anchored"
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
-                 calendar: bool = True, anchor: bool = True, anchor_decay_h: float = 0.0, growth: str = "linear",
+                 calendar: bool = True, anchor: bool = True, growth: str = "flat",
                  seasonality_mode: str = "additive", **options):
         super().__init__(seed=seed, **options)
         self.events = tuple(events)
-        self.anchor, self.anchor_decay_h = anchor and calendar, float(anchor_decay_h)
+        self.anchor = anchor and calendar
         self.growth, self.seasonality_mode = growth, seasonality_mode
         self.uncertainty_samples = uncertainty_samples
         self.calendar = calendar
         self.models: dict[str, object] = {}
         self.tz: dict[str, str] = {}
+        #: series_id -> share of Prophet's predicted change kept (:meth:`_holdout_shrink`)
+        self.shrink: dict[str, float] = {}
 
     def _new_model(self, y: np.ndarray, years: list[int]):
         from prophet import Prophet
@@ -122,21 +126,80 @@ class WeeklyProphet(Forecaster):
             years = sorted(set(ds.dt.year.tolist()) | {int((ds.iloc[-1] + pd.Timedelta("8D")).year)})
             df = self._frame_in(ds, sid)
             df["y"] = s.to_numpy()
-            for attempt in ({}, {"algorithm": "Newton"}):
-                m = self._new_model(df["y"].to_numpy(), years)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        m.fit(df, **attempt)
-                    self.models[sid] = m
-                    if attempt:
-                        self.warnings.setdefault(sid, []).append(f"{label}: default optimiser failed; Newton used")
-                    break
-                except RuntimeError as exc:
-                    self.warnings.setdefault(sid, []).append(f"{label}: cmdstan failed: {exc}")
-            else:
+            m = self._fit_prophet(df, years, sid, label)
+            if m is None:
                 self.fallbacks[sid] = f"{label}: cmdstan optimiser failed twice; seasonal-naive used"
+                continue
+            self.models[sid] = m
+            if self.anchor:
+                self.shrink[sid] = self._holdout_shrink(history, sid, s, df, years, label)
         return self
+
+    def _fit_prophet(self, df: pd.DataFrame, years: list[int], sid: str, label: str):
+        """A fitted Prophet model, or ``None`` when cmdstan fails with both optimisers
+        (each failure is noted in :attr:`warnings`)."""
+        for attempt in ({}, {"algorithm": "Newton"}):
+            m = self._new_model(df["y"].to_numpy(), years)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m.fit(df, **attempt)
+            except RuntimeError as exc:
+                self.warnings.setdefault(sid, []).append(f"{label}: cmdstan failed: {exc}")
+                continue
+            if attempt:
+                self.warnings.setdefault(sid, []).append(f"{label}: default optimiser failed; Newton used")
+            return m
+        return None
+
+    def _holdout_shrink(self, history: pd.DataFrame, sid: str, s: pd.Series, df: pd.DataFrame,
+                        years: list[int], label: str) -> float:
+        """How much of Prophet's predicted change from an origin to keep, in [0, 1].
+
+        A second model is fitted without the last ``HOLDOUT`` hours; from origins every
+        6 hours in them it predicts the change ``yhat(t) - yhat(o)`` to every later hour
+        of the holdout, and the least-squares slope through the origin of the realised
+        change (the hour's level minus the last reading at the origin) on it, clipped
+        to [0, 1], is the shrinkage (Mincer & Zarnowitz 1969, as the other tiers): 0
+        where Prophet's shapes carried no information out of sample (the forecast is
+        then the last reading), 1 where they were worth their full size. A series too
+        short for a holdout (or whose holdout model fails) keeps 1, noted in
+        :attr:`warnings`."""
+        end = s.index[-1]
+        cut = end - pd.Timedelta(hours=HOLDOUT)
+        keep = (s.index <= cut)
+        if keep.sum() < self.min_history:
+            self.warnings.setdefault(sid, []).append(
+                f"{label}: {int(keep.sum())} hours before the holdout week < {self.min_history}; "
+                "Prophet's changes kept at full size (no shrinkage)")
+            return (1.0, 0.0)
+        mh = self._fit_prophet(df[keep].reset_index(drop=True), years, sid, label)
+        if mh is None:
+            self.warnings.setdefault(sid, []).append(f"{label}: holdout model failed; no shrinkage")
+            return (1.0, 0.0)
+        lev_col, ref_col = self._columns(history)
+        grid = pd.date_range(cut, end, freq="1h")
+        lev = series_values(history, sid, lev_col).reindex(grid).to_numpy()
+        ref = series_values(history, sid, ref_col).reindex(grid).ffill().to_numpy()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yh = self._point(mh, self._frame_in(local_naive(grid, self.tz[sid]), sid))
+        shape, level, act = [], [], []
+        for i in range(0, len(grid) - 24, 6):
+            if not np.isfinite(ref[i]):
+                continue
+            shape.append(yh[i + 1:] - yh[i])
+            level.append(yh[i + 1:] - ref[i])
+            act.append(lev[i + 1:] - ref[i])
+        if not act:
+            return (1.0, 0.0)
+        x = np.column_stack([np.concatenate(shape), np.concatenate(level)])
+        a = np.concatenate(act)
+        ok = np.isfinite(x).all(axis=1) & np.isfinite(a)
+        if not ok.any() or not np.any(x[ok]):
+            return (0.0, 0.0)
+        coef, _ = nnls(x[ok], a[ok])
+        return tuple(float(c) for c in np.clip(coef, 0.0, 1.0))
 
     def _columns(self, history: pd.DataFrame) -> tuple[str, str]:
         """(level, reference) columns: the hour's mean and its last 5-minute reading
@@ -187,15 +250,18 @@ class WeeklyProphet(Forecaster):
                 point = self._point(m, fut) if self.anchor else None
             q = np.quantile(samples, QUANTILES, axis=1).T
             ref = series_values(history, sid, ref_col).ffill() if self.anchor else None
-            lead = np.arange(1, self.horizon + 1, dtype="float64")
-            decay = np.exp(-lead / self.anchor_decay_h) if self.anchor_decay_h > 0 else np.ones_like(lead)
             for o in ors:
                 k = int((o - ors[0]) / step)
                 qo = q[k + 1:k + 1 + self.horizon]
                 if self.anchor:
                     last = ref[ref.index <= o]
                     if len(last) and np.isfinite(last.iloc[-1]):
-                        qo = qo + ((last.iloc[-1] - point[k]) * decay)[:, None]
+                        b_shape, b_level = self.shrink.get(sid, (1.0, 0.0))
+                        yo, yt, r = point[k], point[k + 1:k + 1 + self.horizon], last.iloc[-1]
+                        # last reading + b_shape x predicted change + b_level x (Prophet's level -
+                        # last reading); the bands keep their width around it
+                        p50 = r + b_shape * (yt - yo) + b_level * (yt - r)
+                        qo = qo - qo[:, :1] + p50[:, None]
                     else:
                         self.fallbacks.setdefault(sid, "weekly: no reading at or before an origin to anchor "
                                                        "on; Prophet's own level used there")
@@ -209,7 +275,8 @@ class WeeklyProphet(Forecaster):
     def _state(self, series: list[str]) -> dict:
         from prophet.serialize import model_to_json
 
-        return {sid: {"model": model_to_json(self.models[sid]), "timezone": self.tz.get(sid, "UTC")} for sid in series}
+        return {sid: {"model": model_to_json(self.models[sid]), "timezone": self.tz.get(sid, "UTC"),
+                      "shrink": list(self.shrink.get(sid, (1.0, 0.0)))} for sid in series}
 
     def _restore(self, state: dict, directory) -> None:
         from prophet.serialize import model_from_json
@@ -217,6 +284,7 @@ class WeeklyProphet(Forecaster):
         for sid, doc in state.items():
             self.models[sid] = model_from_json(doc["model"])
             self.tz[sid] = doc["timezone"]
+            self.shrink[sid] = tuple(float(v) for v in doc["shrink"])
 
 
 @register("prophet")
