@@ -106,6 +106,26 @@ def test_daily_fallback_short_context_at_an_origin():
     assert "hours of context" in m.fallbacks["p"]
 
 
+def test_daily_learns_a_daily_cycle_naive_cannot():
+    # three pools with the same daily cycle at different sizes: the global model, even tiny and
+    # briefly trained, forecasts the cycle (its skip path holds yesterday) better than the last value
+    t = np.arange(480)
+    rng = np.random.default_rng(2)
+    parts = [frame(k * (30 + 8 * np.sin(2 * np.pi * (t % 24) / 24)) + rng.normal(0, 0.3 * k, 480), step="1h",
+                   sid=f"p{k}") for k in (1, 2, 3)]
+    h = pd.concat(parts, ignore_index=True)
+    meta = {f"p{k}": SeriesMeta() for k in (1, 2, 3)}
+    cut = h["timestamp"].iloc[455]
+    m = make("daily", seed=1, epochs=8, units=4, max_windows=512).fit(h[h["timestamp"] <= cut], meta)
+    f = m.predict(h, {s: [cut] for s in meta})
+    truth = h[h["timestamp"] > cut].set_index(["series_id", "timestamp"])["value"]
+    got = f.set_index(["series_id", "timestamp"])["p50"]
+    last = h[h["timestamp"] == cut].set_index("series_id")["value"]
+    err = (got - truth.reindex(got.index)).abs().mean()
+    naive_err = (truth.reindex(got.index) - got.index.get_level_values(0).map(last).to_numpy()).abs().mean()
+    assert err < 0.7 * naive_err, (err, naive_err)
+
+
 # -- weekly (Prophet) ----------------------------------------------------------------------------
 def test_weekly_fallback_short_history():
     h = frame([5.0, 6.0] * 20, step="1h")
