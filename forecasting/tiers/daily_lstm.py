@@ -26,7 +26,7 @@ multi-horizon quantile outputs):
   recurrence is 24x shorter than an hour-by-hour pass, which is what made
   training the cost of the three tiers (issue 4's budget; ``benchmarks/bench_tiers.py``);
 * outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' change
-  from the last value (same scale), trained with the pinball loss. Quantiles
+  mean from the last reading (same scale), trained with the pinball loss. Quantiles
   cannot cross: the head emits p50 and three non-negative increments (softplus);
 * shrinkage toward naive (:func:`lead_shrinkage`; per lead, which beat one
   pooled correction and per-lead slopes without intercept on the same two weeks):
