@@ -25,8 +25,8 @@ multi-horizon quantile outputs):
   hours x 9 features): the daily cycle is in every step's input, and the
   recurrence is 24x shorter than an hour-by-hour pass, which is what made
   training the cost of the three tiers (issue 4's budget; ``benchmarks/bench_tiers.py``);
-* outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' change
-  mean from the last reading (same scale), trained with the pinball loss. Quantiles
+* outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' mean
+  minus the last reading (same scale), trained with the pinball loss. Quantiles
   cannot cross: the head emits p50 and three non-negative increments (softplus);
 * shrinkage toward naive (:func:`lead_shrinkage`; per lead, which beat one
   pooled correction and per-lead slopes without intercept on the same two weeks):
