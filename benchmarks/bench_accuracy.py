@@ -101,13 +101,13 @@ def _actual(prep, sid: str) -> pd.Series:
     return pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
 
 
-def _eval_rows(f: pd.DataFrame, actual: pd.Series, w, band: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(demand, p50)`` of ``f``'s rows scored in ``band`` (as :func:`forecasting.backtest.score`)."""
+def _eval_rows(f: pd.DataFrame, actual: pd.Series, w, band: str, col: str = "p50") -> tuple[np.ndarray, np.ndarray]:
+    """``(demand, col)`` of ``f``'s rows scored in ``band`` (as :func:`forecasting.backtest.score`)."""
     f = f[(f["timestamp"] >= w.eval_start) & (f["timestamp"] <= w.end) & (f["issued_at"] >= w.eval_start - STEP)]
     f = f[band_of(f["timestamp"] - f["issued_at"]) == band]
     y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy(dtype="float64")
     ok = np.isfinite(y)
-    return y[ok], f["p50"].to_numpy(dtype="float64")[ok]
+    return y[ok], f[col].to_numpy(dtype="float64")[ok]
 
 
 def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, bound: bool = True) -> None:
@@ -122,6 +122,19 @@ def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, bound: bool =
                 yn, n = _eval_rows(rolling["naive"][rolling["naive"]["series_id"] == sid], a, w, band)
                 print(f"{sid:24} {band:4} coverage_p95 {row['combined']['coverage_p95']:.3f}  floor "
                       f"{np.mean(y <= c):.3f}  demand <= naive {np.mean(yn <= n):.3f}  rows {len(y)}")
+    print("\nunder-coverage where coverage_p95 < 0.90: every model's coverage_p95; the offset above the combined "
+          "p50 that would have covered 0.90 of the rows in hindsight vs the offsets used (p95 - p50: median, 10th "
+          "percentile)")
+    for sid, s in doc["series"].items():
+        a, w = _actual(prep, sid), prep.windows[sid]
+        for band, row in s["horizons"].items():
+            if "combined" in row and row["combined"]["coverage_p95"] < 0.90:
+                f = rolling["combined"][rolling["combined"]["series_id"] == sid]
+                y, c = _eval_rows(f, a, w, band)
+                _, p95 = _eval_rows(f, a, w, band, "p95")
+                covs = " ".join(f"{m} {v['coverage_p95']:.2f}" for m, v in row.items())
+                print(f"{sid:24} {band:4} {covs}; offset for 0.90 {np.quantile(y - c, 0.90):.1f} vs used "
+                      f"{np.median(p95 - c):.1f}, {np.quantile(p95 - c, 0.10):.1f}")
     if not bound:
         return
     print("\nhindsight bound (DIAGNOSTIC, weights fitted ON the evaluation window, never used by capplan): "
