@@ -12,7 +12,17 @@ Issue 13's targets, on the evaluation windows (rolling origins, no look-ahead):
 * at 24 h, idle ratio at p95 no higher than the naive-conformal rule's.
 
 Prints one summary row per band, then each series' ratio to its best peer
-(a win is < 1) with the members that carry the combination's p50 weight.
+(a win is < 1) with the members that carry the combination's p50 weight, then
+two diagnostics (evidence, never used by the product):
+
+* the hindsight bound (:mod:`forecasting.hindsight`): the MASE of the convex
+  combination of every member and peer with weights per lead bucket fitted ON
+  the evaluation window; if its median ratio to the best peer misses a target,
+  no combination of these models reaches it;
+* the coverage floor of series covering above 0.98: the share of evaluation
+  rows with demand <= the combined p50 (the coverage of the tightest band that
+  is still >= the p50, so no sane p95 covers less) and the share with demand
+  <= the naive forecast (the last value).
 """
 
 from __future__ import annotations
@@ -22,12 +32,21 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capplan.commands.backtest import run_backtest  # noqa: E402
 from capplan.config import load_config  # noqa: E402
 from forecasting.backtest import BEST_OF  # noqa: E402
-from forecasting.buckets import BANDS  # noqa: E402
+from forecasting.buckets import BANDS, band_of  # noqa: E402
+from forecasting.hindsight import hindsight_mase  # noqa: E402
+from forecasting.metrics import seasonal_scale  # noqa: E402
+
+#: every model the hindsight bound may combine: the combination's members and the peers
+BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet", "autoets")
+STEP = pd.Timedelta("5min")
 
 
 def _f(x, fmt=".3f") -> str:
@@ -39,9 +58,11 @@ def main() -> None:
     ap.add_argument("--series", action="append", help="only this series id (repeatable)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the backtest document here")
+    ap.add_argument("--no-bound", action="store_true", help="skip the hindsight bound (a minute or two)")
     a = ap.parse_args()
+    keep: dict = {}
     doc = run_backtest("sample", load_config(None), a.series, a.seed,
-                       progress=lambda stage, msg="", *r, **k: print(f"[{stage}] {msg}", file=sys.stderr))
+                       progress=lambda stage, msg="", *r, **k: print(f"[{stage}] {msg}", file=sys.stderr), keep=keep)
     if a.json:
         a.json.write_text(json.dumps(doc, default=str, indent=1))
     for note in doc["notes"]:
@@ -72,6 +93,68 @@ def main() -> None:
             who = "+".join(s["members"][last[-1]]) if last else "?"
             cells.append(f"{band} {r:.2f} ({best}) cov {row['combined']['coverage_p95']:.2f} [{who}]")
         print(f"{sid:24} " + "; ".join(cells))
+    diagnostics(doc, keep["rolling"], keep["prep"], bound=not a.no_bound)
+
+
+def _actual(prep, sid: str) -> pd.Series:
+    g = prep.h5[prep.h5["series_id"] == sid]
+    return pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
+
+
+def _eval_rows(f: pd.DataFrame, actual: pd.Series, w, band: str, col: str = "p50") -> tuple[np.ndarray, np.ndarray]:
+    """``(demand, col)`` of ``f``'s rows scored in ``band`` (as :func:`forecasting.backtest.score`)."""
+    f = f[(f["timestamp"] >= w.eval_start) & (f["timestamp"] <= w.end) & (f["issued_at"] >= w.eval_start - STEP)]
+    f = f[band_of(f["timestamp"] - f["issued_at"]) == band]
+    y = actual.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy(dtype="float64")
+    ok = np.isfinite(y)
+    return y[ok], f[col].to_numpy(dtype="float64")[ok]
+
+
+def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, bound: bool = True) -> None:
+    """Print the hindsight bound and the coverage floor (module docstring)."""
+    print("\ncoverage floor where coverage_p95 > 0.98: share of evaluation rows with demand <= combined p50 "
+          "(no band >= p50 covers less) / <= naive (last value)")
+    for sid, s in doc["series"].items():
+        a, w = _actual(prep, sid), prep.windows[sid]
+        for band, row in s["horizons"].items():
+            if "combined" in row and row["combined"]["coverage_p95"] > 0.98:
+                y, c = _eval_rows(rolling["combined"][rolling["combined"]["series_id"] == sid], a, w, band)
+                yn, n = _eval_rows(rolling["naive"][rolling["naive"]["series_id"] == sid], a, w, band)
+                print(f"{sid:24} {band:4} coverage_p95 {row['combined']['coverage_p95']:.3f}  floor "
+                      f"{np.mean(y <= c):.3f}  demand <= naive {np.mean(yn <= n):.3f}  rows {len(y)}")
+    print("\nunder-coverage where coverage_p95 < 0.90: every model's coverage_p95; the offset above the combined "
+          "p50 that would have covered 0.90 of the rows in hindsight vs the offsets used (p95 - p50: median, 10th "
+          "percentile)")
+    for sid, s in doc["series"].items():
+        a, w = _actual(prep, sid), prep.windows[sid]
+        for band, row in s["horizons"].items():
+            if "combined" in row and row["combined"]["coverage_p95"] < 0.90:
+                f = rolling["combined"][rolling["combined"]["series_id"] == sid]
+                y, c = _eval_rows(f, a, w, band)
+                _, p95 = _eval_rows(f, a, w, band, "p95")
+                covs = " ".join(f"{m} {v['coverage_p95']:.2f}" for m, v in row.items())
+                print(f"{sid:24} {band:4} {covs}; offset for 0.90 {np.quantile(y - c, 0.90):.1f} vs used "
+                      f"{np.median(p95 - c):.1f}, {np.quantile(p95 - c, 0.10):.1f}")
+    if not bound:
+        return
+    print("\nhindsight bound (DIAGNOSTIC, weights fitted ON the evaluation window, never used by capplan): "
+          f"convex combination of {{{', '.join(BOUND_MODELS)}}} per lead bucket")
+    ratios: dict[str, list[float]] = {b: [] for b in BANDS}
+    for sid, s in doc["series"].items():
+        a, w = _actual(prep, sid), prep.windows[sid]
+        scale = seasonal_scale(a[a.index < w.tune_start].to_numpy(), 288)
+        frames = {m: rolling[m][rolling[m]["series_id"] == sid] for m in BOUND_MODELS if m in rolling}
+        hs = hindsight_mase({m: f for m, f in frames.items() if len(f)}, a, scale, (w.eval_start, w.end))
+        cells = []
+        for band, v in hs.items():
+            row = s["horizons"].get(band, {})
+            peers = [row[m]["mase"] for m in BEST_OF if m in row and np.isfinite(row[m]["mase"])]
+            if peers and min(peers) > 0:
+                ratios[band].append(v / min(peers))
+                cells.append(f"{band} {v / min(peers):.3f}")
+        print(f"{sid:24} " + "; ".join(cells))
+    print("median bound / best peer: " + ", ".join(
+        f"{b} {np.median(v):.3f} ({len(v)} series)" for b, v in ratios.items() if v))
 
 
 if __name__ == "__main__":

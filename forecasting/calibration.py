@@ -30,6 +30,8 @@ Errors that arrive sooner (issue 13: the 7-day band needs errors faster than one
     sooner. On the sample's evaluation windows this pooling lowered the median
     idle ratio at p95 (24 h: 0.461 from 0.484) and brought more series into
     [0.90, 0.98], while the median coverage stayed in [0.93, 0.97].
+    On the tuning windows alone, pooling 1, 2 or 4 days keeps the 24 h median
+    coverage inside [0.93, 0.97] (0.938-0.949) where no pooling gives 0.925.
 
 Adaptive level (Gibbs & Candès 2021, "Adaptive Conformal Inference Under
 Distribution Shift")

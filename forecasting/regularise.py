@@ -147,16 +147,33 @@ def regularise(
 
 
 def to_hourly(history: pd.DataFrame) -> pd.DataFrame:
-    """Aggregate a regular history frame to 1 h with ``max`` (the hour's peak).
+    """Aggregate a regular history frame to 1 h.
 
-    The daily and weekly tiers forecast the hourly peak, so that capacity bought
-    from them covers every 5-minute point in the hour. NaN points are ignored;
-    an hour with no data stays NaN.
+    Columns ``series_id, timestamp, value, mean, last``: ``value`` is the hour's
+    ``max`` (its peak, what a capacity reading of the hour must cover; the default
+    Prophet peer forecasts it), ``mean`` the mean of its 5-minute points and
+    ``last`` its last non-missing 5-minute point. The evaluation and the
+    combination score every forecast against 5-minute values, and a constant
+    forecast at the hour's peak is 3-7 % worse than the last 5-minute value at
+    24 h on the sample (README "Forecasts"), so the daily and weekly tiers forecast
+    ``mean`` from the reference ``last`` (:func:`hourly_columns`). NaN points are
+    ignored; an hour with no data stays NaN in all three.
     """
     parts = []
     for sid, g in history.groupby("series_id", sort=True):
-        s = g.set_index("timestamp")["value"].resample("1h").max()
-        parts.append(pd.DataFrame({"series_id": sid, "timestamp": s.index, "value": s.to_numpy()}))
+        r = g.set_index("timestamp")["value"].resample("1h")
+        parts.append(pd.DataFrame({"series_id": sid, "timestamp": r.max().index, "value": r.max().to_numpy(),
+                                   "mean": r.mean().to_numpy(), "last": r.last().to_numpy()}))
     if not parts:
-        return history.iloc[:0].copy()
+        return history.iloc[:0].assign(mean=pd.Series(dtype="float64"), last=pd.Series(dtype="float64"))
     return pd.concat(parts, ignore_index=True)
+
+
+def hourly_columns(history: pd.DataFrame) -> tuple[str, str]:
+    """``(level, reference)`` column names of an hourly history frame for the tiers:
+    ``("mean", "last")`` when :func:`to_hourly` made it, ``("value", "value")`` for a
+    plain ``series_id, timestamp, value`` frame (hourly data given as such: the
+    value is then both the hour's level and its last reading)."""
+    if "mean" in history.columns and "last" in history.columns:
+        return "mean", "last"
+    return "value", "value"

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.types import QCOLS, SeriesMeta
+from optimizer.calibrated import calibrated_hour_max
 from optimizer.layers import critical_ratios, period_level_lookup
 from optimizer.prices import GpuPrice, price_for
 from optimizer.refresh import refreshed_hour_max
@@ -84,6 +85,11 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         inp.day_level = period_level_lookup(comb, times, day_starts, pd.Timedelta("1D"), pd.Timedelta("1h"), ratio)
         actual = pd.Series(history["value"].to_numpy(), index=ts)
         inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
+        calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end)
+        inp.hour_max.update(calibrated)
+        if n_fallback:
+            notes.append(f"replay: the calibrated top-up (optimizer.calibrated) had less than a day of past "
+                         f"errors for {n_fallback} hours of the window; those hours used the fresh p90 instead")
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:

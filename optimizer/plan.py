@@ -3,9 +3,11 @@
 Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
 
 * ``reserved_gpus`` = ceil(reservation_ratio x mean of the weekly tier's quantile) — the weekly commitment;
-* the day's target = ceil(headroom x max of the combined quantile over the next 24 h); what it adds to
+* the day's target = ceil(headroom x max of the combined quantile over the next 24 h), with
+  ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
-* with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that;
+* with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
+  (a calibrated level, :mod:`optimizer.calibrated`: the next hour's p50 plus ``topup_margin_gpus``);
 * ``capability_gpus`` (the Volcano Queue's ceiling) covers the week's p99 with headroom; ``deserved_gpus``
   is the next day's p50; ``last_peak_gpus`` is the peak of the last day with demand
   (:func:`optimizer.history_levels.last_nonzero_peak`). How the Queue's fields follow from these and the
@@ -25,6 +27,7 @@ import math
 
 import pandas as pd
 
+from optimizer.calibrated import FALLBACK, LEVELS
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.prescale import fallback_replicas, prescale_windows
@@ -49,13 +52,22 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
         reserved = math.ceil(p.reservation_ratio * float(weekly[p.quantile].mean()) - 1e-9) if len(weekly) else 0
         target = math.ceil(p.headroom * float(day[p.quantile].max()) - 1e-9)
+        if p.daily_cap == "last_day_peak":  # as the replay: never more than the last 24 h needed
+            v = hist.dropna(subset=["value"])
+            v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]
+            target = min(target, math.ceil(float(v.max()) - 1e-9) if len(v) else 0)
         flex = max(target - reserved, 0)
         spot = int(round(p.spot_fraction * flex))
         capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)
         plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
         if p.topup_quantile != "none":
             hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
-            want = math.ceil(p.topup_headroom * float(hour[p.topup_quantile].max()) - 1e-9)
+            if p.topup_quantile in LEVELS:  # fresh p50 + the calibrated margin (optimizer.calibrated), else p90
+                level = (float(hour["p50"].max()) + p.topup_margin_gpus if p.topup_margin_gpus is not None
+                         else float(hour[FALLBACK].max()))
+            else:
+                level = float(hour[p.topup_quantile].max())
+            want = math.ceil(p.topup_headroom * max(level, 0.0) - 1e-9)
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),

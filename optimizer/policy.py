@@ -22,13 +22,18 @@ class TrainingParams(BaseModel):
       the day)``, or with ``daily_rule="newsvendor"`` ``ceil(headroom * the
       level that quantile reaches in at least the spot critical ratio of the
       day's hours)`` (:mod:`optimizer.layers`: the rest is left to the hourly
-      top-up); what exceeds the reservation is bought for the day, a
+      top-up); with ``daily_cap="last_day_peak"`` never more than the peak of
+      the 24 h before the day (:func:`optimizer.replay.day_start_peak`: a
+      forecast that has not yet seen demand fall away buys nothing idle; the
+      hourly top-up follows); what exceeds the reservation is bought for the day, a
       ``spot_fraction`` of it on spot and the rest on-demand;
     * on-demand GPUs per hour (the reactive layer, lead time one hour) =
       ``max(0, ceil(topup_headroom * max of the forecast's topup_quantile over
       the hour) - reserved - daily GPUs)``, from the latest forecast issued
       before the hour; ``topup_quantile = "none"`` disables the layer (the
-      policy of the seeds' lead times: week and day only).
+      policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
+      use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
+      of a forecast quantile (:mod:`optimizer.calibrated`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -36,10 +41,14 @@ class TrainingParams(BaseModel):
     reservation_ratio: float = Field(ge=0, le=3)
     quantile: QuantileName = "p90"
     daily_rule: Literal["max", "newsvendor"] = "max"
+    daily_cap: Literal["none", "last_day_peak"] = "none"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
-    topup_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
+    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"] = "none"
     topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
+    topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
+                                            "over the fresh p50 learnt by the last replayed hour, which the plan's "
+                                            "next hour uses (set after tuning, never searched; None: use p90)")
 
 
 class InferenceParams(BaseModel):

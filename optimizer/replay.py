@@ -88,12 +88,14 @@ class ReplayInput:
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
-    hour_max: dict[str, np.ndarray] = field(default_factory=dict)
+    hour_max: dict[str, np.ndarray] = field(default_factory=dict)  # also the calibrated c80/c90/c95
+    topup_margin: dict[str, np.ndarray] = field(default_factory=dict)  # their margins over p50 (optimizer.calibrated)
     day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
+    day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
 
 
 def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> tuple[pd.DatetimeIndex, np.ndarray]:
@@ -184,6 +186,10 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
     reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
     target = np.ceil(p.headroom * dm - 1e-9)
+    if p.daily_cap == "last_day_peak":  # never buy for the day more than the last 24 h needed
+        if inp.day_peak is None:
+            inp.day_peak = day_start_peak(inp)
+        target = np.minimum(target, np.ceil(inp.day_peak - 1e-9))
     flex = np.maximum(target - reserved, 0.0)
     spot = np.round(p.spot_fraction * flex)
     od = flex - spot
@@ -193,6 +199,23 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
         hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
         hourly = np.maximum(np.ceil(p.topup_headroom * hm - 1e-9) - reserved - flex, 0.0)
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
+
+
+def day_start_peak(inp: ReplayInput) -> np.ndarray:
+    """Per time step, the peak demand (GPUs) of the 24 hours before its decision day began
+    (days counted from the window's first step, as the daily lookups; the history before the
+    window included; NaN ignored; 0 when nothing was observed)."""
+    before = inp.history_before if inp.history_before is not None else np.array([])
+    allv = np.concatenate([before, inp.demand]).astype(float)
+    n_day = int(round(86400 / inp.step_s))
+    day = np.arange(len(inp.times)) // n_day
+    out = np.zeros(len(inp.times))
+    for d in np.unique(day):
+        i0 = len(before) + d * n_day
+        past = allv[max(0, i0 - n_day):i0]
+        past = past[np.isfinite(past)]
+        out[day == d] = past.max() if len(past) else 0.0
+    return out
 
 
 def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spot: np.ndarray,

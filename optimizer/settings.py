@@ -23,6 +23,7 @@ from optimizer.policy import InferenceParams, TrainingParams
 
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
+TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"]  # c*: optimizer.calibrated
 
 
 def _limits(model: type[BaseModel], name: str) -> tuple[float, float]:
@@ -70,7 +71,7 @@ class TrainingBounds(_Bounds):
     spot_fraction: tuple[float, float] | None = None
     topup_headroom: tuple[float, float] | None = None
     quantile: list[Quantile] | None = Field(default=None, min_length=1)
-    topup_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
+    topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1)
 
 
 class InferenceBounds(_Bounds):
@@ -95,11 +96,12 @@ class SearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     coverage_target: float = Field(default=0.95, gt=0, le=1)
     penalty: float = Field(default=0.5, ge=0)
-    coverage_margin: float = Field(default=0.03, ge=0, le=0.2,
+    coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")
-    coverage_objective: Literal["window", "daily"] = Field(
-        default="window", description="what the search penalises: the tuning window's coverage shortfall, or the "
-        "mean of each day's shortfall (stricter under level shifts, costlier; see optimizer.search)")
+    coverage_objective: Literal["window", "daily", "lcb"] = Field(
+        default="lcb", description="what the search penalises: the tuning window's coverage shortfall ('window'), "
+        "the mean of each day's shortfall ('daily'), or the shortfall of the window's coverage less one standard "
+        "error of its daily coverages ('lcb': a margin sized by the window's own variability; see optimizer.search)")
     n_calls: int = Field(default=30, ge=4)
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
     recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")

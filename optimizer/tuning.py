@@ -22,10 +22,15 @@ figures are the recommended figures. The manifests still carry the searched
 policy's capacity (the exporters express forecast-driven layers, not these
 rules), which the note also says.
 
-**Refinement.** The search starts from the cost-optimal layers
-(:data:`optimizer.search.TRAINING_ANCHORS`: the newsvendor daily level on spot,
-the hourly top-up for the rest); ``tuning["refinement_usd"]`` is how much the
-Gaussian-process search lowered the tuning objective below that anchor.
+**Refinement.** The search starts from the best policy of a deterministic
+scan of the cost-optimal layers (:func:`optimizer.search.grid_scan`; for
+inference services without a grid, the best of the anchors);
+``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered
+the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
+(3 %) of it, and never on a tuning window shorter than a day
+(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
+says so). A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
+of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 """
 
 from __future__ import annotations
@@ -36,16 +41,18 @@ import numpy as np
 import pandas as pd
 
 from optimizer import baseline as base
+from optimizer.calibrated import LEVELS
 from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.search import Space, inference_space, objective_value, run_search, training_space
+from optimizer.search import Space, grid_scan, inference_space, objective_value, run_search, training_space
 from optimizer.settings import SearchSettings
 
 
 
 REFINE_MIN = 0.03
+REFINE_MIN_WINDOW_S = 86400  # a shorter tuning window keeps the scan's policy (module docstring)
 TUNING_STREAM = 0  # spot-interruption draws of every tuning replay (module docstring)
 
 
@@ -157,39 +164,56 @@ def search_one(task: SearchTask) -> SearchOutcome:
     space = pr.space(tune)
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
-    gp = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp",
-                    coverage_by=by)
+    evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
+    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by)
+    start = [x_scan] if x_scan else None
+    gp = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp", coverage_by=by,
+                    start=start)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
         tpr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
         "coverage_target_while_tuning": target, "coverage_objective": by}
     rnd_eval = None
     if pc.random_search:
-        rnd = run_search(lambda p: tpr.replay(p, tune)[0], space, pc.n_calls, task.seed, target, ref_cost, pc.penalty,
-                         "random", coverage_by=by)
+        rnd = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "random",
+                         coverage_by=by, start=start)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_eval = pr.replay(rnd.best_params, evalw)[0]
     notes = list(task.notes)
-    if gp.n_tied > 1:
-        notes.append(f"tuning: {gp.n_tied} policies scored the same objective on the tuning window "
-                     f"({gp.best_objective:,.2f} USD; e.g. no demand to tell them apart); the one with the "
-                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
-                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
-                     "HPA target)")
-    best_params, best_obj = gp.best_params, gp.best_objective
-    n_anchor = min(len(space.anchor_points()), len(gp.trials))
-    if n_anchor:
-        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"])
-        anchor_obj = gp.trials[k]["objective"]
+    best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
+    if scan.best_params is not None:
+        anchor_obj, anchor_params, anchor_tied = scan.best_objective, scan.best_params, scan.n_tied
+        tuning["grid_points"] = len(space.grid_points())
+    else:
+        n_anchor = min(len(space.anchor_points()), len(gp.trials))
+        k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"]) if n_anchor else None
+        anchor_obj = gp.trials[k]["objective"] if k is not None else None
+        anchor_params = pr.params(gp.trials[k]["params"]) if k is not None else None
+        anchor_tied = 1
+    if anchor_obj is not None:
         tuning["anchor_objective"] = anchor_obj
         tuning["refinement_usd"] = anchor_obj - gp.best_objective
         # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
         # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
         kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        if kept and len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S:
+            kept = False
+            notes.append("tuning: the tuning window is shorter than a day, too short to tell the Gaussian-process "
+                         "refinement's gain from noise; the scan's (or anchor's) policy was kept")
         tuning["refinement_kept"] = bool(kept)
         if not kept:
-            best_params, best_obj = pr.params(gp.trials[k]["params"]), anchor_obj
+            best_params, best_obj, n_tied = anchor_params, anchor_obj, anchor_tied
+    if n_tied > 1:
+        notes.append(f"tuning: {n_tied} policies scored the same objective on the tuning window "
+                     f"({best_obj:,.2f} USD; e.g. no demand to tell them apart); the one with the "
+                     "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
+                     "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
+                     "HPA target)")
+    if best_params.model_dump().get("topup_quantile") in LEVELS:  # the plan's next hour adds the latest margin
+        m = evalw.topup_margin.get(best_params.topup_quantile)
+        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
+        best_params = best_params.model_copy(update={"topup_margin_gpus": last})
     rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)

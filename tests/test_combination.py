@@ -279,3 +279,15 @@ def test_rolling_forecasts_are_bounded_by_the_history_known_at_their_origin():
     after = out[out["issued_at"] >= a.index[288 * 2]]
     assert len(before) and (before[list(QCOLS)].to_numpy() == 0).all()  # nothing seen yet: nothing forecast
     assert len(after) and after[list(QCOLS)].to_numpy().max() == 120.0  # 3 x the 40 GPUs seen so far
+
+
+def test_the_learning_rate_is_set_per_lead_band():
+    from forecasting.combination import ETA, band_eta
+
+    assert band_eta(ETA, "1h") > band_eta(ETA, "7d") > band_eta(ETA, "24h")
+    assert band_eta(3.0, "7d") == 3.0  # one rate for every band
+    names = ["hourly", "naive"]
+    loss = np.array([0.9, 1.0])  # 10 % better than naive for one day
+    fast = hedge_weights(loss, 1.0, names, band_eta(ETA, "1h"))[0]
+    slow = hedge_weights(loss, 1.0, names, band_eta(ETA, "24h"))[0]
+    assert fast > 0.85 > 0.6 > slow > 0.5

@@ -10,6 +10,7 @@ import pytest
 
 from forecasting.types import QCOLS
 from optimizer import baseline
+from optimizer.calibrated import LEVELS
 from optimizer.layers import critical_ratios, exceeded_level
 from optimizer.oracle import inference_oracle, level_steps, training_oracle
 from optimizer.peers import PEERS, conformal_offset, replay_peers
@@ -128,6 +129,8 @@ def _perfect_training_lookups(i):
         vals = s.groupby(np.asarray(key)).transform(agg).to_numpy()
         for q in QCOLS:
             getattr(i, name)[q] = vals
+    for c in LEVELS:  # the calibrated top-up's levels, read like the quantiles
+        i.hour_max[c] = i.hour_max["p50"]
     day = np.asarray(rel // pd.Timedelta("1D"))
     hour_max = s.groupby(np.asarray(rel // pd.Timedelta("1h"))).max().to_numpy()
     hour_day = np.asarray(pd.Series(day).groupby(np.asarray(rel // pd.Timedelta("1h"))).first())
@@ -141,7 +144,7 @@ def _training_policies(rng, n=40):
            TrainingParams(reservation_ratio=1.0, headroom=1.0, spot_fraction=0.0)]
     for _ in range(n):
         out.append(TrainingParams(reservation_ratio=float(rng.uniform(0, 1.5)), headroom=float(rng.uniform(0.5, 1.5)),
-                                  spot_fraction=float(rng.uniform(0, 1)), topup_quantile=rng.choice(["none", "p50"]),
+                                  spot_fraction=float(rng.uniform(0, 1)), topup_quantile=rng.choice(["none", "p50", "c90"]),
                                   topup_headroom=float(rng.uniform(0.5, 1.5)), quantile="p50",
                                   daily_rule=rng.choice(["max", "newsvendor"])))
     return out

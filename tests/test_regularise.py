@@ -57,3 +57,13 @@ def test_hourly_is_peak_of_hour():
     out, _ = regularise(frame("a", ts, np.arange(24, dtype=float)))
     h = to_hourly(out)
     assert h["value"].tolist() == [11.0, 23.0]
+
+
+def test_hourly_mean_and_last_reading_of_hour():
+    # the tiers forecast the hour's mean from its last 5-minute reading (to_hourly's docstring)
+    ts = pd.date_range("2024-01-01", periods=24, freq="5min", tz="UTC")
+    y = np.arange(24, dtype=float)
+    y[23] = np.nan  # a missing last point: the hour's last reading is the one before it
+    h = to_hourly(frame("a", ts, y))
+    assert h["value"].tolist() == [11.0, 22.0]
+    assert np.allclose(h["mean"], [5.5, 17.0]) and h["last"].tolist() == [11.0, 22.0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -255,7 +257,7 @@ def test_tied_policies_resolve_to_the_safest_cheapest_deterministically():
     a = run_search(ev, space, 8, 1, 0.95, 1.0)
     b = run_search(ev, space, 8, 1, 0.95, 1.0)
     assert a.best_params == b.best_params and a.n_tied == 8
-    ranks = {"none": 0, "p50": 1, "p90": 2, "p95": 3, "p99": 4}
+    ranks = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "p99": 4}
     tq = max(ranks[t["params"]["topup_quantile"]] for t in a.trials)
     assert ranks[a.best_params.topup_quantile] == tq
 
@@ -293,7 +295,7 @@ def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
     a, b = search_one(task), search_one(task)
     assert a.params == b.params
     assert a.params["topup_quantile"] != "none"  # the safest of the tied policies reacts each hour
-    assert any(n.startswith("tuning: 6 policies scored the same objective") for n in a.notes)
+    assert any(re.match(r"tuning: \d+ policies scored the same objective", n) for n in a.notes)
 
 
 def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():

@@ -15,8 +15,15 @@ from optimizer.prices import default_price_book
 from optimizer.settings import SearchSettings
 from optimizer.tuning import SearchTask, search_one
 
-SERIES = ["train/vc6YE", "train/vcMod"]  # forecasts for both (one fleet); the searches run on the first
-LAYERS = ("daily_rule", "quantile", "topup_quantile")
+SERIES = ["train/vc6YE", "train/vcMod", "train/vcJLV"]  # forecasts for all three (one fleet)
+# the layers bought and how each is sized; the quantile x headroom pair is one continuous daily size
+# (p90 x 1.0 and p99 x 0.8 buy nearly the same), held to the 3 % cost bound instead
+LAYERS = ("daily_rule", "daily_cap", "topup_quantile")
+
+
+def _layers(params: dict) -> dict:
+    return {**{k: params[k] for k in LAYERS}, "reserved": params["reservation_ratio"] > 0,
+            "spot": params["spot_fraction"] > 0}
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +51,14 @@ def _task(prepared, sid, seed, scale=1.0):
     return SearchTask(sid, "training", tune, evalw, SearchSettings(n_calls=8, random_search=False), seed, notes)
 
 
-def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared):
-    sid = SERIES[0]
+@pytest.mark.parametrize("sid", SERIES)
+def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
     out = [search_one(_task(prepared, sid, seed)) for seed in range(5)]
     costs = np.array([o.recommended.cost_usd for o in out])
     med = np.median(costs)
     assert np.all(np.abs(costs - med) <= 0.03 * med), costs
     # a fleet run's forecasts differ a little (here: 1 % higher everywhere): same layers, cost within 3 %
     alone, fleet = out[0], search_one(_task(prepared, sid, 0, scale=1.01))
-    assert {k: alone.params[k] for k in LAYERS} == {k: fleet.params[k] for k in LAYERS}
+    assert alone.recommended_policy == fleet.recommended_policy
+    assert _layers(alone.params) == _layers(fleet.params)
     assert abs(fleet.recommended.cost_usd - alone.recommended.cost_usd) <= 0.03 * alone.recommended.cost_usd

@@ -106,6 +106,26 @@ def test_daily_fallback_short_context_at_an_origin():
     assert "hours of context" in m.fallbacks["p"]
 
 
+def test_daily_learns_a_daily_cycle_naive_cannot():
+    # three pools with the same daily cycle at different sizes: the global model, even tiny and
+    # briefly trained, forecasts the cycle (its skip path holds yesterday) better than the last value
+    t = np.arange(480)
+    rng = np.random.default_rng(2)
+    parts = [frame(k * (30 + 8 * np.sin(2 * np.pi * (t % 24) / 24)) + rng.normal(0, 0.3 * k, 480), step="1h",
+                   sid=f"p{k}") for k in (1, 2, 3)]
+    h = pd.concat(parts, ignore_index=True)
+    meta = {f"p{k}": SeriesMeta() for k in (1, 2, 3)}
+    cut = h["timestamp"].iloc[455]
+    m = make("daily", seed=1, epochs=8, units=4, max_windows=512).fit(h[h["timestamp"] <= cut], meta)
+    f = m.predict(h, {s: [cut] for s in meta})
+    truth = h[h["timestamp"] > cut].set_index(["series_id", "timestamp"])["value"]
+    got = f.set_index(["series_id", "timestamp"])["p50"]
+    last = h[h["timestamp"] == cut].set_index("series_id")["value"]
+    err = (got - truth.reindex(got.index)).abs().mean()
+    naive_err = (truth.reindex(got.index) - got.index.get_level_values(0).map(last).to_numpy()).abs().mean()
+    assert err < 0.7 * naive_err, (err, naive_err)
+
+
 # -- weekly (Prophet) ----------------------------------------------------------------------------
 def test_weekly_fallback_short_history():
     h = frame([5.0, 6.0] * 20, step="1h")
@@ -125,6 +145,49 @@ def test_weekly_fallback_optimiser_fails_twice(monkeypatch):
     m = make("weekly", uncertainty_samples=20).fit(frame(np.arange(100.0) % 24, step="1h"), META)
     assert "failed twice" in m.fallbacks["p"]
     assert len(m.warnings["p"]) == 2
+
+
+def _daily_cycle(n: int, noise: float, seed: int = 3) -> np.ndarray:
+    t = np.arange(n)
+    return 30 + 8 * np.sin(2 * np.pi * (t % 24) / 24) + np.random.default_rng(seed).normal(0, noise, n)
+
+
+def test_weekly_keeps_an_informative_shape():
+    # 21 days of a clean daily cycle: the holdout week shows Prophet's shape is worth keeping
+    h = frame(_daily_cycle(504, 0.3), step="1h")
+    m = make("weekly", uncertainty_samples=40).fit(h, META)
+    assert sum(m.shrink["p"]) > 0.8, m.shrink
+    f = m.predict(h)
+    t = np.arange(504, 504 + 168)
+    assert np.median(np.abs(f["p50"].to_numpy() - (30 + 8 * np.sin(2 * np.pi * (t % 24) / 24)))) < 1.5
+
+
+def test_weekly_follows_level_shifts_that_do_not_revert():
+    # a pool that steps up or down at random every half day (a random walk of levels): Prophet's
+    # flat level (the history's mean) predicted nothing on the holdout, so the forecast starts
+    # from the last reading instead
+    rng = np.random.default_rng(11)
+    y = np.repeat(50 + np.cumsum(rng.choice([-6.0, 6.0], 42)), 12)
+    h = frame(y, step="1h")
+    m = make("weekly", uncertainty_samples=40).fit(h, META)
+    assert m.shrink["p"][1] < 0.5, m.shrink
+    f = m.predict(h)
+    assert abs(f["p50"].iloc[0] - y[-1]) < abs(np.mean(y) - y[-1]) / 2 + 1, (f["p50"].iloc[0], y[-1], np.mean(y))
+
+
+def test_weekly_shrinks_a_shape_without_information():
+    # independent noise around 10: Prophet's daily and weekly shapes carry nothing out of sample
+    y = 10 + np.random.default_rng(7).normal(0, 1, 504)
+    m = make("weekly", uncertainty_samples=40).fit(frame(y, step="1h"), META)
+    assert m.shrink["p"][0] < 0.5, m.shrink
+    f = m.predict(frame(y, step="1h"))
+    assert np.abs(f["p50"].to_numpy() - 10).max() < np.abs(y[-1] - 10) + 1
+
+
+def test_weekly_without_a_holdout_week_says_so():
+    m = make("weekly", uncertainty_samples=20).fit(frame(_daily_cycle(120, 0.5), step="1h"), META)
+    assert m.shrink["p"] == (1.0, 0.0)
+    assert any("before the holdout week" in w for w in m.warnings["p"])
 
 
 # -- degenerate inputs, every tier ---------------------------------------------------------------

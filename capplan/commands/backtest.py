@@ -38,12 +38,14 @@ def backtest_document(scores: dict, notes: list[str] | None = None) -> dict:
 
 
 def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 0, timezone: str = "UTC",
-                 progress=None) -> dict:
+                 progress=None, keep: dict | None = None) -> dict:
     """Load, regularise, forecast (tiers, combination, default Prophet), forecast the peers
     (:func:`forecasting.peers.peer_forecasts`) at the evaluation window's origins, and score
     them all: the :func:`backtest_document`, with each series' evaluation window, fallbacks
     and the members carrying the combination's weight per lead bucket. Used by
-    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``.
+    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``. With ``keep`` (a dict),
+    ``keep["rolling"]`` receives every model's rolling forecast frame and ``keep["prep"]``
+    the prepared series (history and windows), for the benchmark's diagnostics.
 
     Raises InputError (exit 2) for an unknown series or an unreadable source.
     """
@@ -62,6 +64,8 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     progress("backtest", "peers: naive-conformal rule, statsforecast AutoETS")
     peer_fc, notes = peer_forecasts(prep.h5, evaluation_origins(fc.rolling["naive"], prep.windows))
     fc.rolling.update(peer_fc)
+    if keep is not None:
+        keep.update(rolling=fc.rolling, prep=prep)
     doc = backtest_document(pipeline.backtest_stage(prep, fc), notes)
     for sid in doc["series"]:
         doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()

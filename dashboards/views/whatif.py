@@ -10,6 +10,7 @@ import streamlit as st
 from dashboards import common as c
 
 QUANTILES = ["p50", "p90", "p95", "p99"]
+TOPUPS = ["none", "p50", "c80", "p90", "c90", "p95", "c95", "p99"]  # c*: calibrated top-up (optimizer.calibrated)
 
 ctx, rep = c.page("What-if")
 sid = c.series_picker(rep, "wi_series")
@@ -20,6 +21,8 @@ if not rec:
     st.warning("This run recorded no tuned parameters for this series.")
     st.stop()
 
+chosen = s.get("recommended_policy", "searched")
+rl = "recommended" if chosen == "searched" else "searched"  # what the sliders start from
 k = sid.replace("/", "_")  # widget keys per series: switching series starts from its own policy
 
 
@@ -30,7 +33,10 @@ def reset() -> None:
 
 st.caption(f"{s['kind']} · {s['unit']} · GPU {s.get('gpu_model', '?')} · evaluation window "
            f"{s['windows']['evaluation'][0][:16]} → {s['windows']['evaluation'][1][:16]} UTC. "
-           "Sliders start at the recommended policy.")
+           f"Sliders start at the {rl} policy.")
+if chosen != "searched":
+    st.info(f"The run recommends the **{chosen}** policy for this series (it beat the searched policy on the "
+            "tuning window); that rule has no parameters to vary, so the sliders start at the searched policy.")
 params = dict(rec)
 left, right = st.columns([1, 2])
 with left:
@@ -43,7 +49,7 @@ with left:
                                        0.05, key=f"wi_{k}_headroom")
         params["spot_fraction"] = st.slider("Spot fraction of the flexible part", 0.0, 1.0,
                                             float(rec.get("spot_fraction", 0.0)), 0.05, key=f"wi_{k}_spot")
-        params["topup_quantile"] = st.select_slider("Hourly on-demand top-up quantile", ["none", *QUANTILES],
+        params["topup_quantile"] = st.select_slider("Hourly on-demand top-up quantile", TOPUPS,
                                                     value=rec.get("topup_quantile", "none"), key=f"wi_{k}_tq")
         params["topup_headroom"] = st.slider("Hourly top-up headroom (× hourly forecast)", 0.5, 3.0,
                                              float(rec.get("topup_headroom", 1.0)), 0.05, key=f"wi_{k}_th")
@@ -84,7 +90,7 @@ with right:
 
     cols = st.columns(4)
     dc = m.cost_usd - recm["cost_usd"]
-    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=_d(dc, f"{c.usd_delta(dc)} vs rec."),
+    cols[0].metric("What-if cost", c.usd(m.cost_usd), delta=_d(dc, f"{c.usd_delta(dc)} vs {rl}"),
                    delta_color="inverse")
     dv = m.coverage - recm["coverage"]
     cols[1].metric("What-if coverage", c.pct(m.coverage), delta=_d(dv, f"{100 * dv:+.1f} pp"))
@@ -96,7 +102,7 @@ with right:
     cmp = pd.DataFrame([
         {"policy": "what-if", "cost (USD)": m.cost_usd, "coverage": m.coverage, "idle ratio": m.idle_ratio,
          f"unmet ({u})": m.unmet, "scale events": m.scale_events},
-        {"policy": "recommended", "cost (USD)": recm["cost_usd"], "coverage": recm["coverage"],
+        {"policy": rl, "cost (USD)": recm["cost_usd"], "coverage": recm["coverage"],
          "idle ratio": recm["idle_ratio"], f"unmet ({u})": recm["unmet"], "scale events": recm["scale_events"]},
         {"policy": "baseline", "cost (USD)": base["cost_usd"], "coverage": base["coverage"],
          "idle ratio": base["idle_ratio"], f"unmet ({u})": base["unmet"], "scale events": base["scale_events"]},
@@ -113,7 +119,7 @@ with right:
     fig.add_trace(go.Scatter(x=traj["timestamp"], y=traj["provisioned"], mode="lines", name="what-if",
                              line=dict(color=c.COLORS["whatif"], width=2, shape="hv")))
     fig.add_trace(go.Scatter(x=rec_traj["timestamp"], y=rec_traj["provisioned"], mode="lines",
-                             name="recommended", line=dict(color=c.COLORS["recommended"], width=1.2, dash="dash",
+                             name=rl, line=dict(color=c.COLORS["recommended"], width=1.2, dash="dash",
                                                            shape="hv")))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=80),
                       yaxis_title="GPUs" if s["unit"] == "gpu" else "replicas",
@@ -127,7 +133,7 @@ def _reproduces(run_dir: str, mtime: float, series_id: str) -> bool:
 
 
 if _reproduces(*ctx.key, sid):
-    st.caption("✔ Replaying the recommended policy here reproduces the run's recorded figures.")
+    st.caption(f"✔ Replaying the {rl} policy here reproduces the run's recorded figures.")
 else:
-    st.warning("Replaying the recommended policy here does not reproduce the run's recorded figures exactly "
+    st.warning(f"Replaying the {rl} policy here does not reproduce the run's recorded figures exactly "
                "(different prices or plan settings in this dashboard's config than in the run).")

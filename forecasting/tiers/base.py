@@ -228,7 +228,8 @@ class Forecaster(ABC):
         return out[FORECAST_COLUMNS]
 
 
-def series_values(history: pd.DataFrame, sid: str) -> pd.Series:
-    """One series of a history frame as a Series indexed by timestamp."""
+def series_values(history: pd.DataFrame, sid: str, column: str = "value") -> pd.Series:
+    """One series of a history frame as a Series indexed by timestamp (``column``:
+    ``value``, or ``mean``/``last`` of an hourly frame, :func:`forecasting.regularise.to_hourly`)."""
     g = history[history["series_id"] == sid]
-    return pd.Series(g["value"].to_numpy(dtype="float64"), index=pd.DatetimeIndex(g["timestamp"]))
+    return pd.Series(g[column].to_numpy(dtype="float64"), index=pd.DatetimeIndex(g["timestamp"]))
