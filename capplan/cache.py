@@ -286,6 +286,12 @@ def _metrics_doc(m) -> dict | None:
     return None if m is None else {**m.model_dump(), "daily_coverage": m.daily_coverage}
 
 
+#: the fields of :class:`optimizer.tuning.SearchOutcome` that :class:`SearchCache` stores and restores
+#: (``tests/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
+OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "trials", "replay", "notes", "peers",
+                  "oracle", "recommended_policy", "searched")
+
+
 class SearchCache:
     """Whole search outcomes per series (:func:`optimizer.tuning.search_one`), keyed by the task."""
 

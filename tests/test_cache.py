@@ -129,3 +129,12 @@ def test_prune_removes_entries_unused_for_keep_days(tmp_path):
         os.utime(p, (old, old))
     assert prune(tmp_path, keep_days=14) == 1
     assert sorted(p.name for p in (tmp_path / "cache" / "rolling" / "naive").iterdir()) == ["new.json", "new.parquet"]
+
+
+def test_the_search_cache_stores_every_field_of_a_search_outcome():
+    import dataclasses
+
+    from capplan.cache import OUTCOME_FIELDS
+    from optimizer.tuning import SearchOutcome
+
+    assert {f.name for f in dataclasses.fields(SearchOutcome)} == set(OUTCOME_FIELDS)
