@@ -92,7 +92,9 @@ class Forecasts:
     registry models reused / fitted; ``reused``: per series, what was taken from the
     store's cache (:mod:`capplan.cache`): ``{"rolling": {model: {"reused": blocks,
     "computed": blocks}}}``, and ``"search": "reused" | "computed"`` once the search
-    stage has run."""
+    stage has run; ``scores``: per series, model -> band -> backtest figures, computed
+    where the series was combined (:func:`capplan.pipeline.combine_one`; None: not yet,
+    :func:`capplan.pipeline.backtest_stage` scores them)."""
 
     rolling: dict[str, pd.DataFrame]
     final: pd.DataFrame
@@ -102,3 +104,4 @@ class Forecasts:
     combination: dict[str, dict] = field(default_factory=dict)
     models: dict[str, dict] = field(default_factory=dict)
     reused: dict[str, dict] = field(default_factory=dict)
+    scores: dict[str, dict] | None = None

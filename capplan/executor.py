@@ -25,8 +25,8 @@ What every executor guarantees:
 * worker processes run numpy, statsmodels, Prophet and scikit-learn single-threaded
   (:data:`SINGLE_THREAD_ENV`: OpenMP, MKL and OpenBLAS pools of 1, as dask's nanny
   also sets them, ``distributed.nanny.pre-spawn-environ``), so ``--workers N`` uses N
-  cores for the per-series work (the global LSTM trains in the driver, with
-  TensorFlow's default thread pool, while the workers run).
+  cores; the global LSTM's fits are tasks too, with TensorFlow's thread pools of one
+  thread (:func:`single_threaded_tensorflow`), and the driver only orchestrates.
 
 ``fn`` and the items must be picklable (top-level functions, plain data).
 """
@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import random
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, TypeVar
 
@@ -59,6 +61,49 @@ def single_threaded() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)
+
+
+def single_threaded_tensorflow() -> bool:
+    """TensorFlow's intra- and inter-op thread pools of one thread in this process, so a
+    network trains with the same arithmetic on every executor (and a worker uses one core).
+    Possible only before TensorFlow's runtime starts in the process; returns whether the
+    pools are (now) of one thread. Where the runtime already started with other pools
+    (e.g. an earlier in-process run), they stay as they are: False."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")  # as forecasting.tiers.daily_lstm sets it
+    import tensorflow as tf
+
+    th = tf.config.threading
+    if th.get_intra_op_parallelism_threads() == 1 and th.get_inter_op_parallelism_threads() == 1:
+        return True
+    try:
+        th.set_intra_op_parallelism_threads(1)
+        th.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # "cannot be modified after initialization": the pools stay as they are
+        return False
+    return True
+
+
+@contextmanager
+def private_keras_seeds(seed: int):
+    """Within the block, Keras draws the seeds of unseeded initializers and seed generators
+    from its own ``random.Random(seed)`` instead of Python's process-wide ``random``.
+
+    Why: Keras (``keras.src.random.seed_generator``) draws them from the ``random``
+    module, which ``keras.utils.set_random_seed`` seeds; in a Dask worker the event
+    loop's thread draws from the same module meanwhile (timer jitter), so a network's
+    initial weights would depend on timing. A fresh ``Random(seed)`` gives the draws a
+    process that nothing else disturbs gets after ``set_random_seed(seed)``, so every
+    executor builds the same network (``tests/test_executor.py``). One task at a time per
+    process (workers are single-threaded)."""
+    from keras.src.random import seed_generator
+
+    saved = seed_generator.python_random
+    seed_generator.python_random = random.Random(seed)
+    try:
+        yield
+    finally:
+        seed_generator.python_random = saved
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from capplan.cache import RollingCache, SearchCache, prune
 from capplan.config import CapplanConfig
 from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_progress
 from capplan.errors import InputError
-from capplan.executor import Executor, Failed, make_executor
+from capplan.executor import (Executor, Failed, make_executor, private_keras_seeds,
+                              single_threaded_tensorflow)
 from capplan.report import Report, RunInfo, build_report, versions
 from capplan.runs import new_run_id, should_publish
 from capplan.sources import LoadedHistory, load_source
@@ -47,7 +48,7 @@ from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
 from forecasting.metrics import seasonal_scale
 from forecasting.registry import ModelRegistry
 from forecasting.regularise import regularise, to_hourly
-from forecasting.reuse import fit_final
+from forecasting.reuse import fit_final, record_scores
 from forecasting.tiers import TIER_NAMES, make
 from forecasting.types import SeriesMeta
 from optimizer.inputs import native_grid, replay_input
@@ -117,17 +118,101 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
     ``cache_root``: a store root whose rolling-block cache
     (:class:`capplan.cache.RollingCache`) supplies refit blocks whose inputs are
     unchanged; what was reused is in the result's ``reused``."""
-    opts = cfg.forecast.tier_options().get(name, {})
     progress("forecast", f"rolling origins: {name}")
+    res = _rolling_result(prep, name, [rolling_block(prep, cfg, name, seed, origin_map(prep), cache_root)])
+    if final:
+        plan_forecast(prep, cfg, name, seed, registry or cfg.forecast.registry(cfg.models)).into(res)
+    return res
+
+
+@dataclass
+class RollingBlock:
+    """One call of :func:`forecasting.backtest.rolling_forecasts`: ``(forecasts, fallbacks,
+    warnings)`` plus the cache's per-series ``stats`` and ``notes`` (:class:`capplan.cache.RollingCache`)."""
+
+    forecasts: pd.DataFrame
+    fallbacks: dict[str, str]
+    warnings: dict[str, list[str]]
+    stats: dict[str, dict[str, int]]
+    notes: dict[str, list[str]]
+
+
+def rolling_block(prep: Prepared, cfg: CapplanConfig, name: str, seed: int, origins: dict[str, list[pd.Timestamp]],
+                  cache_root: str | None = None) -> RollingBlock:
+    """One model's rolling-origin forecasts at ``origins`` (per series; all of them, or
+    the origins of one refit block, :func:`refit_blocks`)."""
+    opts = cfg.forecast.tier_options().get(name, {})
     cache = RollingCache(cache_root, name) if cache_root else None
-    f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origin_map(prep), seed, opts, cache=cache)
-    wr = {s: list(w) for s, w in wr.items()}
-    for sid, notes in (cache.notes if cache else {}).items():
-        wr.setdefault(sid, []).extend(notes)
-    res = TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [f"backtest: {m}"] for s, m in fb.items()},
-                     wr, reused=cache.stats if cache else {})
-    if not final:
+    f, fb, wr = bt.rolling_forecasts(name, prep.h5, prep.h1, prep.meta, origins, seed, opts, cache=cache)
+    return RollingBlock(f, fb, wr, cache.stats if cache else {}, cache.notes if cache else {})
+
+
+def _rolling_result(prep: Prepared, name: str, blocks: list[RollingBlock]) -> TierResult:
+    """One model's :class:`TierResult` (rolling part) from its blocks, in block order:
+    the same as one :func:`forecasting.backtest.rolling_forecasts` call over all of them."""
+    fb: dict[str, str] = {}
+    wr: dict[str, list[str]] = {}
+    reused: dict[str, dict[str, int]] = {}
+    for b in blocks:
+        fb.update(b.fallbacks)
+        for s, w in b.warnings.items():
+            wr.setdefault(s, []).extend(w)
+    for b in blocks:
+        for sid, notes in b.notes.items():
+            wr.setdefault(sid, []).extend(notes)
+        for sid, st in b.stats.items():
+            t = reused.setdefault(sid, {k: 0 for k in st})
+            for k, v in st.items():
+                t[k] = t.get(k, 0) + v
+    f = pd.concat([b.forecasts for b in blocks], ignore_index=True) if len(blocks) > 1 else blocks[0].forecasts
+    return TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [f"backtest: {m}"] for s, m in fb.items()},
+                      wr, reused=reused)
+
+
+def refit_blocks(prep: Prepared, name: str) -> list[dict[str, list[pd.Timestamp]]]:
+    """The origins of each refit block of model ``name`` (its ``refit_every``), per series,
+    in the order :func:`forecasting.backtest.rolling_forecasts` fits them: each block is
+    one fit, so :func:`rolling_block` on each gives the same forecasts as one call on all."""
+    proto = make(name)
+    refit = pd.Timedelta(proto.refit_every) if proto.refit_every else None
+    blocks: dict[int, dict[str, list[pd.Timestamp]]] = {}
+    for sid, ors in origin_map(prep).items():
+        for o in ors:
+            k = int((o - ors[0]) // refit) if refit is not None else 0
+            blocks.setdefault(k, {}).setdefault(sid, []).append(o)
+    return [blocks[k] for k in sorted(blocks)]
+
+
+@dataclass
+class PlanForecast:
+    """One model's plan forecast (:func:`plan_forecast`): the forecast frame, the
+    registry log (``fitted``/``reused``/``fallback``/``versions``), the plan fit's
+    fallback notes per series and the registry's warnings."""
+
+    final: pd.DataFrame
+    models: dict
+    fallbacks: dict[str, str]
+    registry_warnings: list[str]
+
+    def into(self, res: TierResult) -> TierResult:
+        """Set ``res``'s plan forecast, models and plan fallbacks (the series the model fell
+        back on are listed under ``fallback``, never as fitted or reused)."""
+        res.final = self.final
+        for sid, msg in self.fallbacks.items():
+            res.fallbacks.setdefault(sid, []).append(f"plan: {msg}")
+        res.models = self.models
+        if res.models:
+            res.models = {**res.models, "fallback": sorted(self.fallbacks),
+                          **{k: [s for s in res.models.get(k, []) if s not in self.fallbacks]
+                             for k in ("fitted", "reused")}}
         return res
+
+
+def plan_forecast(prep: Prepared, cfg: CapplanConfig, name: str, seed: int, registry: ModelRegistry) -> PlanForecast:
+    """Model ``name`` fitted on all history (or a fresh registry model,
+    :func:`forecasting.reuse.fit_final`) and its 7-day plan forecast from each series'
+    last point (an hourly model: complete hours only, expanded to the 5-minute grid)."""
+    opts = cfg.forecast.tier_options().get(name, {})
     last5 = prep.h5.groupby("series_id")["timestamp"].max()
     m = make(name, seed=seed, **opts)
     data = prep.h1 if m.step == "1h" else prep.h5
@@ -135,27 +220,53 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
         # only complete hours: the bucket holding the last 5-minute point counts if it ends there
         cut = {sid: (t + STEP).floor("1h") - pd.Timedelta("1h") for sid, t in last5.items()}
         data = pd.concat([g[g["timestamp"] <= cut[sid]] for sid, g in data.groupby("series_id")], ignore_index=True)
-    m, res.models = fit_final(name, m, data, prep.meta, registry or cfg.forecast.registry(cfg.models))
+    m, models = fit_final(name, m, data, prep.meta, registry)
     f = m.predict(data)
     if m.step == "1h":
         f = bt.expand_to_grid(f)
     f["issued_at"] = f["series_id"].map(last5)
-    res.final = sanitise(f[f["timestamp"] > f["issued_at"]], upper_by_series(prep.h5))
-    # the report says which model made each plan forecast: a series the tier fell back on
-    # is listed under "fallback", never as fitted or reused
-    for sid, msg in m.fallbacks.items():
-        res.fallbacks.setdefault(sid, []).append(f"plan: {msg}")
-    if res.models:
-        res.models = {**res.models, "fallback": sorted(m.fallbacks),
-                      **{k: [s for s in res.models.get(k, []) if s not in m.fallbacks] for k in ("fitted", "reused")}}
-    return res
+    return PlanForecast(sanitise(f[f["timestamp"] > f["issued_at"]], upper_by_series(prep.h5)), models,
+                        dict(m.fallbacks), list(registry.warnings))
 
 
-def combine_stage(prep: Prepared, results: dict[str, TierResult], progress: Progress = no_progress) -> Forecasts:
-    """Combine and calibrate per lead bucket and quantile (:func:`forecasting.assemble.assemble`)
-    and gather every model's fallbacks and warnings. ``results`` must hold every model
-    of :data:`forecasting.assemble.ROLLING_MODELS` (more are scored, never combined)."""
-    progress("forecast", "combining and calibrating per lead bucket")
+def _by_series(f: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """A forecast frame split per series (each part as ``f[f["series_id"] == sid]`` would give it)."""
+    if f is None:
+        return {}
+    return {sid: g for sid, g in f.groupby("series_id", sort=False)}
+
+
+@dataclass
+class CombineTask:
+    """One series' inputs to :func:`combine_one` (picklable, for the executor): its 5-minute
+    history, windows, every model's rolling forecasts (benchmarks too) and the plan
+    forecasts of :data:`forecasting.assemble.ROLLING_MODELS`."""
+
+    series_id: str
+    history: pd.DataFrame
+    windows: bt.Windows
+    rolling: dict[str, pd.DataFrame]
+    finals: dict[str, pd.DataFrame]
+
+
+def combine_one(task: CombineTask):
+    """One series combined and calibrated (:func:`forecasting.assemble.assemble`, which
+    works series by series) and every model's backtest scores, the combined one's
+    included (:func:`score_series`): ``(Assembled, scores)``."""
+    a = assemble(task.history, [task.series_id], task.rolling, task.finals)
+    return a, score_series(task.history, task.windows, {**task.rolling, "combined": a.rolling})
+
+
+def combine_stage(prep: Prepared, results: dict[str, TierResult], progress: Progress = no_progress,
+                  executor: Executor | None = None) -> tuple[Prepared, Forecasts]:
+    """Combine and calibrate per lead bucket and quantile (:func:`forecasting.assemble.assemble`),
+    one task per series on ``executor`` (:func:`combine_one`, which also scores the series'
+    backtests: ``Forecasts.scores``), and gather every model's fallbacks and warnings.
+    ``results`` must hold every model of :data:`forecasting.assemble.ROLLING_MODELS`
+    (more are scored, never combined). A series whose combination raises is dropped and
+    recorded in ``prep.failed``. Returns ``(prepared series still in play, forecasts)``."""
+    ex = executor or _LOCAL
+    progress("forecast", f"combining and calibrating per lead bucket on the {ex.name} executor")
     fallbacks: dict[str, list[str]] = {}
     warns: dict[str, list[str]] = {}
     for n in ROLLING_MODELS:
@@ -166,11 +277,30 @@ def combine_stage(prep: Prepared, results: dict[str, TierResult], progress: Prog
         for sid, w in results[n].warnings.items():
             warns.setdefault(sid, []).extend(w)
     rolling = {n: r.rolling for n, r in results.items()}
-    a = assemble(prep.h5, list(prep.windows), rolling, {n: results[n].final for n in ROLLING_MODELS})
-    rolling["combined"] = a.rolling
+    roll_parts = {n: _by_series(f) for n, f in rolling.items()}
+    final_parts = {n: _by_series(results[n].final) for n in ROLLING_MODELS}
+    hist = _by_series(prep.h5)
+    sids = list(prep.windows)
+    tasks = [CombineTask(sid, hist[sid], prep.windows[sid],
+                         {n: p.get(sid, rolling[n].iloc[:0]) for n, p in roll_parts.items()},
+                         {n: p.get(sid, results[n].final.iloc[:0]) for n, p in final_parts.items()})
+             for sid in sids]
+    out = ex.map(combine_one, tasks, sids, _on_done(progress, "combine"))
+    bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
+    ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+    if bad:
+        prep = prep.drop("forecast", bad)
+        if not ok:
+            raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
+        keep = set(prep.windows)
+        rolling = {n: f[f["series_id"].isin(keep)].reset_index(drop=True) for n, f in rolling.items()}
+    rolling["combined"] = pd.concat([r[0].rolling for _, r in ok], ignore_index=True)
+    final = pd.concat([r[0].final for _, r in ok], ignore_index=True)
+    combination = {s: c for _, r in ok for s, c in r[0].combination.items()}
     final_tiers = {n: results[n].final for n in TIER_NAMES}
     models = {n: r.models for n, r in results.items() if r.models}
-    return Forecasts(rolling, a.final, final_tiers, fallbacks, warns, a.combination, models)
+    return prep, Forecasts(rolling, final, final_tiers, fallbacks, warns, combination, models,
+                           scores={s: r[1] for s, r in ok})
 
 
 GLOBAL_MODELS = ("daily",)  # trained once on every series' windows (the LSTM), never split per series
@@ -196,6 +326,70 @@ def forecast_one(task: SeriesForecastTask) -> tuple[dict[str, TierResult], list[
     return res, list(registry.warnings)
 
 
+@dataclass
+class GlobalTask:
+    """One fit of a global model (:data:`GLOBAL_MODELS`) on every series' gathered windows,
+    and its forecasts (picklable, for the executor): with ``origins`` one refit block of its
+    rolling origins (:func:`refit_blocks`), without them its plan fit on all history."""
+
+    prep: Prepared
+    cfg: CapplanConfig
+    name: str
+    seed: int
+    origins: dict[str, list[pd.Timestamp]] | None = None
+    cache_root: str | None = None
+
+
+def global_one(task: GlobalTask) -> "RollingBlock | PlanForecast":
+    """Run one :class:`GlobalTask` (:func:`rolling_block` or :func:`plan_forecast`) with
+    TensorFlow's thread pools of one thread (:func:`capplan.executor.single_threaded_tensorflow`)
+    and Keras' seed draws of its own (:func:`capplan.executor.private_keras_seeds`), wherever
+    it runs, so every executor trains the same network with the same arithmetic."""
+    single_threaded_tensorflow()
+    with private_keras_seeds(task.seed):
+        if task.origins is None:
+            return plan_forecast(task.prep, task.cfg, task.name, task.seed,
+                                 task.cfg.forecast.registry(task.cfg.models))
+        return rolling_block(task.prep, task.cfg, task.name, task.seed, task.origins, task.cache_root)
+
+
+def _submit_global(ex: Executor, prep: Prepared, cfg: CapplanConfig, names: list[str], seed: int,
+                   cache_root: str | None, progress: Progress):
+    """Submit every fit of the global models (:class:`GlobalTask`; each block and the plan fit
+    are independent). Returns a function that waits for them and gives ``{name: TierResult}``
+    and the registry warnings.
+
+    Raises RuntimeError when a global fit raised (it concerns every series)."""
+    tasks: list[GlobalTask] = []
+    for n in names:
+        tasks += [GlobalTask(prep, cfg, n, seed, b, cache_root) for b in refit_blocks(prep, n)]
+        if n in ROLLING_MODELS:
+            tasks.append(GlobalTask(prep, cfg, n, seed, None, cache_root))
+    if not tasks:
+        return lambda: ({}, [])
+    labels = [f"{t.name} {'plan fit' if t.origins is None else 'rolling block'}" for t in tasks]
+    progress("forecast", f"{', '.join(names)}: {len(tasks)} global fits (rolling refit blocks, plan) "
+                         f"on the {ex.name} executor")
+    gather = ex.submit(global_one, tasks, labels, _on_done(progress, "forecast"))
+
+    def collect():
+        out = gather()
+        for t, r in zip(tasks, out):
+            if isinstance(r, Failed):
+                raise RuntimeError(f"the global {t.name} model failed ({r.where}): {r.error}")
+        res, reg_warns = {}, []
+        for n in names:
+            mine = [r for t, r in zip(tasks, out) if t.name == n]
+            res[n] = _rolling_result(prep, n, [r for r in mine if isinstance(r, RollingBlock)])
+            for r in mine:
+                if isinstance(r, PlanForecast):
+                    r.into(res[n])
+                    reg_warns += r.registry_warnings
+        return res, reg_warns
+
+    return collect
+
+
 def _merge(name: str, parts: list[TierResult]) -> TierResult:
     """One model's results of several series as one :class:`TierResult`."""
     models: dict = {}
@@ -216,17 +410,23 @@ def _merge(name: str, parts: list[TierResult]) -> TierResult:
 def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: Progress = no_progress,
                    extra_models: tuple[str, ...] = (), done: dict[str, TierResult] | None = None,
                    executor: Executor | None = None, cache_root: str | None = None) -> tuple[Prepared, Forecasts]:
-    """Every tier and benchmark (:func:`tier_forecasts`), then :func:`combine_stage`.
+    """Every tier and benchmark (:func:`tier_forecasts`), then :func:`combine_stage`, all on ``executor``.
 
-    The per-series models run one task per series on ``executor``
-    (:func:`forecast_one`); :data:`GLOBAL_MODELS` (the LSTM) train once here on
-    every remaining series. A series whose task raises is dropped and recorded
-    in ``prep.failed``. ``extra_models`` adds benchmarks that are scored but never
-    combined (e.g. ``prophet``); ``done`` holds models already forecast elsewhere
-    (the Airflow forecast jobs' stored results), which are not recomputed.
-    ``cache_root``: a store root whose cache supplies unchanged rolling-origin
-    blocks (:mod:`capplan.cache`); ``Forecasts.reused`` says what was reused.
+    Tasks, submitted in this order: the fits of :data:`GLOBAL_MODELS` (the LSTM:
+    one task per rolling refit block and one for the plan fit, each training one
+    network on every series' gathered windows, :class:`GlobalTask`), then one task
+    per series for the per-series models (:func:`forecast_one`), then one per series
+    for the combination and the backtest scores (:func:`combine_one`). The driver only
+    orchestrates. A series whose task raises is dropped and recorded in
+    ``prep.failed`` (the global fits are then redone without it, as a run without it
+    would be). ``extra_models`` adds benchmarks that are scored but never combined
+    (e.g. ``prophet``); ``done`` holds models already forecast elsewhere (the Airflow
+    forecast jobs' stored results), which are not recomputed. ``cache_root``: a store
+    root whose cache supplies unchanged rolling-origin blocks (:mod:`capplan.cache`);
+    ``Forecasts.reused`` says what was reused.
     Returns ``(prepared series still in play, forecasts)``.
+
+    Raises InputError when every series failed, RuntimeError when a global fit failed.
     """
     results = dict(done or {})
     wanted = [n for n in ROLLING_MODELS + tuple(extra_models) if n not in results]
@@ -234,20 +434,14 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     global_models = [n for n in wanted if n in GLOBAL_MODELS]
     ex = executor or _LOCAL
     warns: dict[str, list[str]] = {}
-    registry = cfg.forecast.registry(cfg.models)
     gather = None
     sids = list(prep.windows)
+    # the global fits first: each is one of the longest tasks, and must not be the tail
+    glob = _submit_global(ex, prep, cfg, global_models, seed, cache_root, progress)
     if per_series:
         progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {ex.name} executor")
         tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed, cache_root) for s in sids]
         gather = ex.submit(forecast_one, tasks, sids, _on_done(progress, "forecast"))
-
-    def global_fits(p: Prepared) -> dict[str, TierResult]:
-        return {n: tier_forecasts(p, cfg, n, seed, n in ROLLING_MODELS, registry, progress, cache_root)
-                for n in global_models}
-
-    # the global models train here while the workers run the per-series tasks
-    glob = global_fits(prep)
     if gather is not None:
         out = gather()
         bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
@@ -256,22 +450,25 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
             prep = prep.drop("forecast", bad)
             if not ok:
                 raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
-            glob = global_fits(prep)  # without the failed series, as a run without them would be
+            # without the failed series, as a run without them would be
+            glob = _submit_global(ex, prep, cfg, global_models, seed, cache_root, progress)
         for n in per_series:
             results[n] = _merge(n, [r[0][n] for _, r in ok])
         for s, r in ok:
             if r[1]:
                 warns.setdefault(s, []).extend(r[1])
-    results.update(glob)
+    glob_res, reg_warns = glob()
+    results.update(glob_res)
     order = [*ROLLING_MODELS, *extra_models]
     results = {n: results[n] for n in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
-    fc = combine_stage(prep, results, progress)
+    prep, fc = combine_stage(prep, results, progress, ex)
     for n, r in results.items():
         for sid, st in r.reused.items():
-            fc.reused.setdefault(sid, {}).setdefault("rolling", {})[n] = st
+            if sid in prep.windows:
+                fc.reused.setdefault(sid, {}).setdefault("rolling", {})[n] = st
     for s, w in warns.items():
         fc.warnings.setdefault(s, []).extend(w)
-    for w in registry.warnings:
+    for w in reg_warns:
         for sid in prep.windows:
             fc.warnings.setdefault(sid, []).append(w)
     return prep, fc
@@ -290,21 +487,34 @@ _LOCAL = Executor()
 
 
 # 4 ------------------------------------------------------------------------------
+def score_series(history: pd.DataFrame, w: bt.Windows, rolling: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """One series' scores per model -> band (:func:`forecasting.backtest.score`) on its evaluation
+    window. ``history``: its 5-minute rows; ``rolling``: model -> its rolling forecasts. MASE
+    is scaled by the seasonal-naive (1 day) in-sample MAE of the training part only."""
+    s = pd.Series(history["value"].to_numpy(), index=pd.DatetimeIndex(history["timestamp"]))
+    scale = seasonal_scale(s[s.index < w.tune_start].to_numpy(), 288)
+    out = {}
+    for model, f in rolling.items():
+        sc = bt.score(s, f, scale, (w.eval_start, w.end))
+        if sc:
+            out[model] = sc
+    return out
+
+
 def backtest_stage(prep: Prepared, fc: Forecasts) -> dict[str, dict]:
     """Scores per series -> model -> band (``1h``, ``24h``, ``7d``, ``all``) on the
     evaluation window (forecasts issued in it, targets in it); the combination
-    and calibration were fitted on the tuning window before it. MASE is scaled
-    by the seasonal-naive (1 day) in-sample MAE of the training part only."""
+    and calibration were fitted on the tuning window before it (:func:`score_series`).
+    A series scored where it was combined (``fc.scores``, :func:`combine_one`) is taken
+    from there; the others are scored here."""
+    done = fc.scores or {}
+    hist = _by_series(prep.h5)
     out = {}
     for sid, w in prep.windows.items():
-        g = prep.h5[prep.h5["series_id"] == sid]
-        s = pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))
-        scale = seasonal_scale(s[s.index < w.tune_start].to_numpy(), 288)
-        out[sid] = {}
-        for model, f in fc.rolling.items():
-            sc = bt.score(s, f[f["series_id"] == sid], scale, (w.eval_start, w.end))
-            if sc:
-                out[sid][model] = sc
+        if sid in done:
+            out[sid] = done[sid]
+            continue
+        out[sid] = score_series(hist[sid], w, {m: f[f["series_id"] == sid] for m, f in fc.rolling.items()})
     return out
 
 
@@ -475,7 +685,8 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
                         progress: Progress = no_progress, timer: _Timer | None = None,
                         missing: dict[str, str] | None = None, executor: Executor | None = None,
                         cache_root: str | None = None) -> Report:
-    """Stages 4–7: backtest, search (on ``executor``), plans, report and export to ``out``.
+    """Stages 4–7: backtest (whose scores the models this run fitted record in the registry,
+    :func:`forecasting.reuse.record_scores`), search (on ``executor``), plans, report and export to ``out``.
 
     ``run``: the report's run section (id, seed, source ...); its duration,
     stage seconds and files are filled in here. ``missing``: series left out
@@ -487,6 +698,12 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
     timer = timer or _Timer()
     progress("backtest", "scoring rolling-origin forecasts")
     scores = timer("backtest", backtest_stage, prep, fc)
+    # each model this run fitted records its backtest scores (DESIGN.md, model registry)
+    registry = cfg.forecast.registry(cfg.models)
+    record_scores(registry, fc.models, scores)
+    for w in registry.warnings:
+        for sid in prep.windows:
+            fc.warnings.setdefault(sid, []).append(w)
     outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress, executor, cache_root)
     plans = plans_stage(prep, fc, outcomes, run.run_id)
     report = build_report(run, prep, fc, scores, outcomes, plans, cfg.plan.coverage_target, missing, prep.failed)

@@ -90,6 +90,60 @@ class ModelScores(_Model):
     bands: dict[str, dict[str, int | float | None]]
 
 
+class TrainingBaseline(_Model):
+    """What the rules of thumb would set from the last day of history (GPUs;
+    :func:`optimizer.history_levels.baseline_levels`)."""
+
+    capacity_gpus: int
+    reserved_gpus: int
+
+
+class InferenceBaseline(_Model):
+    """What the rules of thumb would set from the last day of history (replicas, percent
+    utilisation; :func:`optimizer.history_levels.baseline_levels`)."""
+
+    floor_replicas: int
+    scale_up_percent_util: int
+    scale_down_percent_util: int
+
+
+class TrainingPlan(_Model):
+    """A training pool's capacity per lead time, GPUs (:func:`optimizer.plan.capacity_plan`)."""
+
+    reserved_gpus: int = Field(description="the weekly commitment")
+    on_demand_gpus: int = Field(description="bought per day on demand beyond the reservation")
+    spot_gpus: int = Field(description="bought per day on spot beyond the reservation")
+    on_demand_hourly_gpus: int | None = Field(default=None, exclude_if=lambda v: v is None,
+                                              description="the next hour's top-up beyond the day's capacity "
+                                              "(absent without a top-up quantile)")
+    capability_gpus: int = Field(description="the Volcano Queue's ceiling")
+    deserved_gpus: int = Field(description="the next day's p50")
+    quota_gpus: int | float | None = Field(description="the pool's current capacity, if known")
+    last_peak_gpus: int | float | None = Field(description="peak of the last day with demand; null: never any")
+    valid_from: str = Field(description="ISO 8601 UTC: the plan forecast's issue time")
+    baseline: TrainingBaseline
+
+
+class PrescaleWindow(_Model):
+    """A pre-scaling window (UTC ISO 8601; :func:`optimizer.prescale.prescale_windows`)."""
+
+    start: str
+    end: str
+    desired_replicas: int
+
+
+class InferencePlan(_Model):
+    """An inference service's autoscaling plan, replicas (:func:`optimizer.plan.capacity_plan`)."""
+
+    min_replicas: int
+    max_replicas: int
+    target_utilization: float = Field(description="ratio 0-1")
+    prescale: list[PrescaleWindow] = Field(default_factory=list)
+    fallback_replicas: int = Field(description="replicas to hold when the metric source fails (KEDA fallback)")
+    valid_from: str = Field(description="ISO 8601 UTC: the plan forecast's issue time")
+    baseline: InferenceBaseline
+
+
 class SeriesReport(_Model):
     """Everything the run says about one series."""
 
@@ -109,7 +163,8 @@ class SeriesReport(_Model):
     oracle: OracleFigures | None = None
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
-    plan: dict[str, Any] = Field(default_factory=dict, description="capacity per lead time (optimizer.plan)")
+    plan: TrainingPlan | InferencePlan = Field(description="capacity per lead time (optimizer.plan): a "
+                                               "training pool's or an inference service's")
     fallbacks: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")

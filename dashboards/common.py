@@ -13,16 +13,19 @@ Loaded replay models (What-if) are cached with ``st.cache_resource``.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
 
 from capplan.config import CapplanConfig, load_config
 from capplan.store import Store
+
+if TYPE_CHECKING:
+    from capplan.report import Report, SeriesReport
 
 ENV_STORE = "CAPPLAN_STORE"
 ENV_CONFIG = "CAPPLAN_CONFIG"
@@ -116,12 +119,12 @@ def current_run(stop_if_none: bool = True) -> RunCtx | None:
 
 # -- data (cached on hashable keys) ------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=32)
-def report(run_dir: str, mtime: float) -> dict:
-    """The run's ``report.json``, read through the typed model (:class:`capplan.report.Report`,
-    so a document of another shape fails here, not deep in a page), as its JSON dict."""
+def report(run_dir: str, mtime: float) -> "Report":
+    """The run's ``report.json`` as the typed model (:class:`capplan.report.Report`), so a
+    document of another shape fails here, not deep in a page; pages read its attributes."""
     from capplan.report import Report
 
-    return json.loads(Report.load(run_dir).to_json())
+    return Report.load(run_dir)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -172,33 +175,33 @@ def saving(rec: float | None, base: float | None) -> float:
     return 1.0 - rec / base
 
 
-def run_caption(ctx: RunCtx, rep: dict) -> None:
+def run_caption(ctx: RunCtx, rep: "Report") -> None:
     """Which run the page shows, and whether it is the fleet's published plan."""
-    r = rep.get("run", {})
-    st.caption(f"Run `{ctx.run_id}` · source `{r.get('source', '?')}` · seed {r.get('seed', '?')} · "
-               f"{len(rep.get('series', {}))} series · store `{store_root()}`")
-    if r.get("series_filter"):
-        st.warning(f"Partial run: only {', '.join(r['series_filter'])} (`--series`), "
-                   + ("published as the fleet plan." if r.get("published") else "not the fleet's published plan."))
-    elif r.get("published") is False:
+    r = rep.run
+    st.caption(f"Run `{ctx.run_id}` · source `{r.source}` · seed {r.seed} · "
+               f"{len(rep.series)} series · store `{store_root()}`")
+    if r.series_filter:
+        st.warning(f"Partial run: only {', '.join(r.series_filter)} (`--series`), "
+                   + ("published as the fleet plan." if r.published else "not the fleet's published plan."))
+    elif r.published is False:
         st.info("This run was not published: the fleet's plan is the store's latest run.")
 
 
-def most_at_stake(rep: dict) -> str | None:
+def most_at_stake(rep: "Report") -> str | None:
     """The series with the highest recommended (else baseline) cost in USD: the one a
     page opens on (issue 15: never on the smallest or weakest series by name)."""
-    def cost(s: dict) -> float:
-        for k in ("recommended", "baseline"):
-            v = (s.get(k) or {}).get("cost_usd")
+    def cost(s: "SeriesReport") -> float:
+        for m in (s.recommended, s.baseline):
+            v = m.cost_usd
             if v is not None and v == v:
                 return float(v)
         return float("-inf")
 
-    series = rep.get("series", {})
+    series = rep.series
     return max(sorted(series), key=lambda sid: cost(series[sid])) if series else None
 
 
-def page(title: str) -> tuple[RunCtx, dict]:
+def page(title: str) -> tuple[RunCtx, "Report"]:
     """Start a run page: its header, the current run (stops if there is none), the
     run's report and its caption. Returns ``(run, report)``."""
     st.header(title)
@@ -208,8 +211,9 @@ def page(title: str) -> tuple[RunCtx, dict]:
     return ctx, rep
 
 
-def series_picker(rep: dict, key: str, label: str = "Series") -> str:
-    ids = sorted(rep.get("series", {}))
+def series_picker(rep: "Report", key: str, label: str = "Series") -> str:
+    """A series of the run (select box), opening on :func:`most_at_stake`; stops the page without series."""
+    ids = sorted(rep.series)
     if not ids:
         st.warning("This run has no series.")
         st.stop()

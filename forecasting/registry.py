@@ -131,9 +131,12 @@ class ModelRegistry:
             return None
         return d, meta
 
-    def scores_update(self, d: Path, scores: dict) -> None:
-        """Record backtest scores in a saved version's metadata (atomic rewrite)."""
-        p = d / "meta.json"
+    def scores_update(self, tier: str, key: str, version: str, scores: dict) -> None:
+        """Record backtest scores in saved version ``version`` of ``tier``/``key``
+        (its ``meta.json``, rewritten atomically: a temporary file, then renamed).
+
+        Raises FileNotFoundError when that version is not (or no longer) saved."""
+        p = self._dir(tier, key) / version / "meta.json"
         meta = json.loads(p.read_text())
         meta["scores"] = scores
         tmp = p.with_suffix(".tmp")

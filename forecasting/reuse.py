@@ -16,6 +16,7 @@ itself (``Forecaster.save`` / ``Forecaster.load``). Imports nothing of ``capplan
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 
@@ -86,3 +87,40 @@ def fit_final(name: str, m: Forecaster, data: pd.DataFrame, meta: dict[str, Seri
                 log["fitted"].append(sid)
     return m, log
 
+
+
+#: the figures of a band (:func:`forecasting.backtest.score`) a saved model records
+RECORDED_SCORES = ("mase", "pinball", "coverage_p95", "n")
+
+
+def record_scores(registry: ModelRegistry, models: dict[str, dict], scores: dict[str, dict]) -> int:
+    """Record in the registry, for every model fitted by this run's plan forecast, its tier's
+    backtest scores on each series' evaluation window (:meth:`ModelRegistry.scores_update`).
+
+    ``models``: tier -> the log of :func:`fit_final` (``fitted``, ``versions``; reused models
+    keep the scores of the run that fitted them); ``scores``: series -> model -> band ->
+    figures (``capplan.pipeline.backtest_stage``). What is recorded, per saved version:
+    ``{series_id: {band: {"mase", "pinball", "coverage_p95", "n"}}}`` (bands ``1h``, ``24h``,
+    ``7d``, ``all``; non-finite figures as None) — one series for a per-series model, every
+    fitted series for a global one. A version removed meanwhile (retention, a concurrent run)
+    adds a registry warning. Returns the number of versions updated."""
+
+    def figures(sid: str, tier: str) -> dict:
+        return {band: {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                       for k, v in fig.items() if k in RECORDED_SCORES}
+                for band, fig in scores.get(sid, {}).get(tier, {}).items()}
+
+    n = 0
+    for tier, log in models.items():
+        fitted = list(log.get("fitted", []))
+        for key, version in log.get("versions", {}).items():
+            sids = fitted if key == GLOBAL_KEY and not log.get("reused") else [key] if key in fitted else []
+            if not sids:
+                continue
+            try:
+                registry.scores_update(tier, key, version, {sid: figures(sid, tier) for sid in sids})
+                n += 1
+            except FileNotFoundError:  # pruned meanwhile by a concurrent run's save: said, not hidden
+                registry.warnings.append(f"registry: {tier} {key} version {version} was removed before its "
+                                         "scores could be recorded")
+    return n

@@ -88,6 +88,37 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
     assert len(az) and (az["timestamp"].diff().dropna() == pd.Timedelta("1min")).all()
 
 
+def test_models_the_plan_fitted_record_their_backtest_scores(plan_run, fast_config):
+    """Every model the plan fitted records, in its registry metadata, its tier's scores on each
+    series' evaluation window, the report's figures (DESIGN.md: model registry)."""
+    from forecasting.keys import file_key
+
+    _, report, _ = plan_run
+    root = fast_config.parent / "models"
+    checked = []
+    for tier, log in report["run"]["models"].items():
+        for key, version in log.get("versions", {}).items():
+            if key == "_global":
+                if log["reused"]:
+                    continue  # a model an earlier run fitted keeps that run's scores
+                sids = log["fitted"]
+            elif key in log["fitted"]:
+                sids = [key]
+            else:
+                continue
+            meta = json.loads((root / tier / file_key(key) / version / "meta.json").read_text())
+            assert sorted(meta["scores"]) == sorted(sids), (tier, key)
+            for sid in sids:
+                want = report["series"][sid]["backtest"][tier]["bands"]
+                got = meta["scores"][sid]
+                assert sorted(got) == sorted(want), (tier, sid)
+                for band in want:
+                    for fig in ("mase", "pinball", "coverage_p95", "n"):
+                        assert got[band][fig] == pytest.approx(want[band][fig], nan_ok=True), (tier, sid, band, fig)
+            checked.append(tier)
+    assert "hourly" in checked and len(checked) >= 3, checked  # the hourly tier refits every run
+
+
 def test_short_series_fallbacks_are_stated(plan_run):
     _, report, stderr = plan_run
     fb = report["series"]["infer/azure-llm-conv"]["fallbacks"]

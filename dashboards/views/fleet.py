@@ -11,11 +11,11 @@ import streamlit as st
 from dashboards import common as c
 
 ctx, rep = c.page("Fleet")
-series = rep.get("series", {})
+series = rep.series
 replay = c.frame(*ctx.key, "replay")
 
-rec_cost = sum(s["recommended"]["cost_usd"] for s in series.values())
-base_cost = sum(s["baseline"]["cost_usd"] for s in series.values())
+rec_cost = sum(s.recommended.cost_usd for s in series.values())
+base_cost = sum(s.baseline.cost_usd for s in series.values())
 cols = st.columns(4)
 cols[0].metric("Series", len(series))
 cols[1].metric("Recommended cost (eval. window)", c.usd(rec_cost))
@@ -24,12 +24,12 @@ cols[3].metric("Saving vs baseline", c.pct(c.saving(rec_cost, base_cost)))
 
 rows = []
 for sid, s in sorted(series.items()):
-    r, b = s["recommended"], s["baseline"]
-    rows.append({"series": sid, "kind": s["kind"], "unit": s["unit"],
-                 "coverage (rec.)": c.pct(r["coverage"]), "coverage (base.)": c.pct(b["coverage"]),
-                 "unmet (rec.)": f"{r['unmet']:,.1f} {c.unit_hours(s['unit'])}",
-                 "unmet (base.)": f"{b['unmet']:,.1f} {c.unit_hours(s['unit'])}",
-                 "idle ratio (rec.)": c.pct(r["idle_ratio"])})
+    r, b = s.recommended, s.baseline
+    rows.append({"series": sid, "kind": s.kind, "unit": s.unit,
+                 "coverage (rec.)": c.pct(r.coverage), "coverage (base.)": c.pct(b.coverage),
+                 "unmet (rec.)": f"{r.unmet:,.1f} {c.unit_hours(s.unit)}",
+                 "unmet (base.)": f"{b.unmet:,.1f} {c.unit_hours(s.unit)}",
+                 "idle ratio (rec.)": c.pct(r.idle_ratio)})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="fleet_table")
 
 st.subheader("Demand against provisioned capacity")
@@ -70,7 +70,7 @@ for sid in shown:
     if g.empty:
         st.warning(f"{sid}: no replay rows.")
         continue
-    st.plotly_chart(capacity_figure(g, sid, series[sid]["unit"]), key=f"fleet_cap_{sid}")
+    st.plotly_chart(capacity_figure(g, sid, series[sid].unit), key=f"fleet_cap_{sid}")
 
 st.subheader("Utilisation by hour of week")
 st.caption("Mean of demand / provisioned capacity (recommended policy) per UTC hour of week, "

@@ -16,7 +16,7 @@ BENCHMARKS = ("prophet", "seasonal_naive")
 
 ctx, rep = c.page("Forecasts")
 sid = c.series_picker(rep, "fc_series")
-s = rep["series"][sid]
+s = rep.series[sid]
 
 hist = c.series_frame(*ctx.key, "history", sid)
 fc = c.series_frame(*ctx.key, "forecasts", sid)
@@ -45,14 +45,14 @@ if not comb.empty:
     fig.add_vline(x=issued, line=dict(color="#6b7280", dash="dash", width=1))
     st.caption(f"Forecast issued at {issued:%Y-%m-%d %H:%M} UTC (the last history point the models saw).")
 fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=80),
-                  yaxis_title="GPUs" if s["unit"] == "gpu" else "replicas",
+                  yaxis_title="GPUs" if s.unit == "gpu" else "replicas",
                   legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
 st.plotly_chart(fig, key="fc_chart")
 if fc.empty:
     st.warning("This run has no plan forecast for this series.")
 
 st.subheader("Which models carry weight")
-combo = s.get("combination") or {}
+combo = s.combination
 members = combo.get("members") or {}
 if members:
     st.caption("Weights of the plan forecast's p50 per lead bucket, from each member's recent pinball loss "
@@ -66,9 +66,9 @@ st.subheader("Backtest")
 st.caption("Rolling-origin scores over the tuning and evaluation windows (each origin fits only on data "
            "before it). MASE < 1 beats seasonal-naive; coverage_p95 should be close to 0.95.")
 rows = []
-for model, sc in sorted(s.get("backtest", {}).items()):
+for model, sc in sorted(s.backtest.items()):
     for band in BANDS:
-        b = sc.get("bands", {}).get(band)
+        b = sc.bands.get(band)
         if b:
             n = b.get("n") or 0
             rows.append({"model": model, "horizon": band, "MASE": b.get("mase"), "sMAPE": b.get("smape"),
@@ -99,7 +99,7 @@ else:
                    f"{int(best['n'].iloc[0])} points).")
     elif len(every):
         st.caption(f"No lowest MASE shown: every model is scored on fewer than {c.MIN_SCORE_POINTS} points.")
-if s.get("fallbacks"):
-    with st.expander(f"Fallbacks ({len(s['fallbacks'])})"):
-        for f in s["fallbacks"]:
+if s.fallbacks:
+    with st.expander(f"Fallbacks ({len(s.fallbacks)})"):
+        for f in s.fallbacks:
             st.write("- " + f)

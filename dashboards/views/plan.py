@@ -14,21 +14,21 @@ import streamlit as st
 from dashboards import common as c
 
 ctx, rep = c.page("Plan")
-series = rep.get("series", {})
-target = rep.get("run", {}).get("coverage_target")
+series = rep.series
+target = rep.run.coverage_target
 
 st.subheader("Recommended against baseline")
 st.caption("Evaluation window, never seen by the search. Saving = 1 − recommended cost / baseline cost.")
 rows = []
 for sid, s in sorted(series.items()):
-    r, b = s["recommended"], s["baseline"]
-    u = c.unit_hours(s["unit"])
-    rows.append({"series": sid, "kind": s["kind"],
-                 "cost rec. (USD)": round(r["cost_usd"]), "cost base. (USD)": round(b["cost_usd"]),
-                 "saving": c.pct(c.saving(r["cost_usd"], b["cost_usd"])),
-                 "coverage rec.": c.pct(r["coverage"]), "coverage base.": c.pct(b["coverage"]),
-                 "idle rec.": c.pct(r["idle_ratio"]), "idle base.": c.pct(b["idle_ratio"]),
-                 "unmet rec.": f"{r['unmet']:,.1f} {u}", "unmet base.": f"{b['unmet']:,.1f} {u}"})
+    r, b = s.recommended, s.baseline
+    u = c.unit_hours(s.unit)
+    rows.append({"series": sid, "kind": s.kind,
+                 "cost rec. (USD)": round(r.cost_usd), "cost base. (USD)": round(b.cost_usd),
+                 "saving": c.pct(c.saving(r.cost_usd, b.cost_usd)),
+                 "coverage rec.": c.pct(r.coverage), "coverage base.": c.pct(b.coverage),
+                 "idle rec.": c.pct(r.idle_ratio), "idle base.": c.pct(b.idle_ratio),
+                 "unmet rec.": f"{r.unmet:,.1f} {u}", "unmet base.": f"{b.unmet:,.1f} {u}"})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="plan_table",
              column_config={"cost rec. (USD)": st.column_config.NumberColumn(format="%d"),
                             "cost base. (USD)": st.column_config.NumberColumn(format="%d")})
@@ -38,38 +38,36 @@ st.caption("Regret = policy cost / the cheapest capacity that meets demand in ev
            "window with the demand known in advance (same prices, layers and cadences; optimizer.oracle).")
 reg = []
 for sid_, s_ in sorted(series.items()):
-    pols = {"recommended": s_["recommended"], "baseline": s_["baseline"], **s_.get("peers", {})}
+    pols = {"recommended": s_.recommended, "baseline": s_.baseline, **s_.peers}
     for name, m in pols.items():
-        reg.append({"series": sid_, "policy": name + (f" ({s_.get('recommended_policy')})" if name == "recommended"
-                                                      and s_.get("recommended_policy", "searched") != "searched"
-                                                      else ""),
-                    "regret": m.get("regret"), "cost (USD)": round(m["cost_usd"]),
-                    "coverage": c.pct(m["coverage"]), "idle ratio": c.pct(m["idle_ratio"]),
-                    "oracle (USD)": round((s_.get("oracle") or {}).get("cost_usd", float("nan")))
-                    if s_.get("oracle") else None})
+        reg.append({"series": sid_, "policy": name + (f" ({s_.recommended_policy})" if name == "recommended"
+                                                      and s_.recommended_policy != "searched" else ""),
+                    "regret": m.regret, "cost (USD)": round(m.cost_usd),
+                    "coverage": c.pct(m.coverage), "idle ratio": c.pct(m.idle_ratio),
+                    "oracle (USD)": round(s_.oracle.cost_usd) if s_.oracle else None})
 if reg:
     st.dataframe(pd.DataFrame(reg), hide_index=True, width="stretch", key="plan_regret",
                  column_config={"regret": st.column_config.NumberColumn(format="%.2f")})
 
 sid = c.series_picker(rep, "plan_series")
 s = series[sid]
-r, b = s["recommended"], s["baseline"]
+r, b = s.recommended, s.baseline
 cols = st.columns(4)
-cols[0].metric("Cost", c.usd(r["cost_usd"]), delta=f"{c.usd_delta(r['cost_usd'] - b['cost_usd'])} vs baseline",
+cols[0].metric("Cost", c.usd(r.cost_usd), delta=f"{c.usd_delta(r.cost_usd - b.cost_usd)} vs baseline",
                delta_color="inverse")
-cols[1].metric("Coverage", c.pct(r["coverage"]), delta=f"{100 * (r['coverage'] - b['coverage']):+.1f} pp")
-cols[2].metric("Idle ratio", c.pct(r["idle_ratio"]), delta=f"{100 * (r['idle_ratio'] - b['idle_ratio']):+.1f} pp",
+cols[1].metric("Coverage", c.pct(r.coverage), delta=f"{100 * (r.coverage - b.coverage):+.1f} pp")
+cols[2].metric("Idle ratio", c.pct(r.idle_ratio), delta=f"{100 * (r.idle_ratio - b.idle_ratio):+.1f} pp",
                delta_color="inverse")
-cols[3].metric(f"Unmet ({c.unit_hours(s['unit'])})", f"{r['unmet']:,.1f}", delta=f"{r['unmet'] - b['unmet']:+,.1f}",
+cols[3].metric(f"Unmet ({c.unit_hours(s.unit)})", f"{r.unmet:,.1f}", delta=f"{r.unmet - b.unmet:+,.1f}",
                delta_color="inverse")
 
 left, right = st.columns(2)
 with left:
     st.markdown("**Tuned parameters**")
-    st.json(r.get("params", {}), expanded=True)
+    st.json(r.params, expanded=True)
 with right:
     st.markdown("**Capacity plan**")
-    st.json(s.get("plan", {}), expanded=False)
+    st.json(s.plan.model_dump(), expanded=False)
 
 trials = c.series_frame(*ctx.key, "trials", sid)
 st.subheader("Optimiser")
@@ -85,7 +83,7 @@ else:
         conv.add_trace(go.Scatter(x=g["trial"], y=np.minimum.accumulate(g["objective"].to_numpy()), mode="lines",
                                   name=f"{method} best so far", line=dict(
                                       color=c.COLORS["recommended"] if method == "gp" else "#6b7280", shape="hv")))
-    bo = s.get("tuning", {}).get("baseline_objective")
+    bo = s.tuning.get("baseline_objective")
     if bo is not None:
         conv.add_hline(y=bo, line=dict(color=c.COLORS["baseline"], dash="dash"), annotation_text="baseline")
     conv.update_layout(height=380, xaxis_title="trial", yaxis_title="objective",

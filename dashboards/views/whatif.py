@@ -14,14 +14,14 @@ TOPUPS = ["none", "p50", "c80", "p90", "c90", "p95", "c95", "p99"]  # c*: calibr
 
 ctx, rep = c.page("What-if")
 sid = c.series_picker(rep, "wi_series")
-s = rep["series"][sid]
+s = rep.series[sid]
 wi = c.whatif_model(*ctx.key, sid, c.config_path())
 rec = dict(wi.recommended_params)
 if not rec:
     st.warning("This run recorded no tuned parameters for this series.")
     st.stop()
 
-chosen = s.get("recommended_policy", "searched")
+chosen = s.recommended_policy
 rl = "recommended" if chosen == "searched" else "searched"  # what the sliders start from
 k = sid.replace("/", "_")  # widget keys per series: switching series starts from its own policy
 
@@ -31,8 +31,8 @@ def reset() -> None:
         del st.session_state[key]
 
 
-st.caption(f"{s['kind']} · {s['unit']} · GPU {s.get('gpu_model', '?')} · evaluation window "
-           f"{s['windows']['evaluation'][0][:16]} → {s['windows']['evaluation'][1][:16]} UTC. "
+st.caption(f"{s.kind} · {s.unit} · GPU {s.gpu_model or '?'} · evaluation window "
+           f"{s.windows.evaluation[0][:16]} → {s.windows.evaluation[1][:16]} UTC. "
            f"Sliders start at the {rl} policy.")
 if chosen != "searched":
     st.info(f"The run recommends the **{chosen}** policy for this series (it beat the searched policy on the "
@@ -40,7 +40,7 @@ if chosen != "searched":
 params = dict(rec)
 left, right = st.columns([1, 2])
 with left:
-    if s["kind"] == "training":
+    if s.kind == "training":
         params["reservation_ratio"] = st.slider("Reservation ratio (× weekly forecast)", 0.0, 3.0,
                                                 float(rec["reservation_ratio"]), 0.05, key=f"wi_{k}_ratio")
         params["quantile"] = st.select_slider("Forecast quantile", QUANTILES, value=rec.get("quantile", "p90"),
@@ -72,7 +72,7 @@ with left:
         # the spot fraction does not apply to inference replicas (paid on demand in the replay)
     st.button("Reset to recommended", on_click=reset, key=f"wi_{k}_reset")
 
-if s["kind"] == "inference" and params["min_replicas"] > params["max_replicas"]:
+if s.kind == "inference" and params["min_replicas"] > params["max_replicas"]:
     st.error("Min replicas must not exceed max replicas.")
     st.stop()
 try:
@@ -82,7 +82,7 @@ except Exception as exc:  # pydantic validation of out-of-bounds values
     st.stop()
 recm = wi.recorded["recommended"]
 base = wi.recorded["baseline"]
-u = c.unit_hours(s["unit"])
+u = c.unit_hours(s.unit)
 
 with right:
     def _d(diff: float, text: str) -> str | None:  # no arrow when the what-if equals the recommendation
@@ -122,7 +122,7 @@ with right:
                              name=rl, line=dict(color=c.COLORS["recommended"], width=1.2, dash="dash",
                                                            shape="hv")))
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=30, b=80),
-                      yaxis_title="GPUs" if s["unit"] == "gpu" else "replicas",
+                      yaxis_title="GPUs" if s.unit == "gpu" else "replicas",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))
     st.plotly_chart(fig, key="wi_chart")
 
