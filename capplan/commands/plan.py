@@ -118,10 +118,13 @@ def register(app: typer.Typer) -> None:
         n_calls: Optional[int] = typer.Option(None, "--n-calls", help="Policy evaluations per search.",
                                               show_default="30, or plan.n_calls of --config"),
         executor: Optional[str] = typer.Option(
-            None, "--executor", help="Where the per-series work runs (ETS, Prophet and naive fits, rolling "
-            "backtests, policy searches and replays): local (this process), processes (a pool on this machine) or "
-            "dask (a dask.distributed cluster). The global LSTM (daily tier) is not split: it trains once, in this "
-            "process, on every series' windows.", show_default="plan.executor of --config, else processes"),
+            None, "--executor", help="Where the work runs: local (this process), processes (a pool on this "
+            "machine) or dask (a dask.distributed cluster). Distributed, one task per series: the ETS, Prophet and "
+            "naive fits and their rolling backtests, the combination and calibration, the backtest scores, the "
+            "policy searches and replays. Not split: the global LSTM (daily tier) trains one network on every "
+            "series' windows per rolling refit block and once for the plan, each fit one task with its predictions. "
+            "In this process: loading, regularising, the capacity plans and writing the output.",
+            show_default="plan.executor of --config, else processes"),
         scheduler: Optional[str] = typer.Option(
             None, "--scheduler", help="Dask scheduler address (tcp://HOST:8786) of an existing cluster; implies "
             "--executor dask. Without it, dask starts a LocalCluster of --workers processes.", show_default="none"),
