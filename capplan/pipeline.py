@@ -285,13 +285,8 @@ def combine_stage(prep: Prepared, results: dict[str, TierResult], progress: Prog
                          {n: p.get(sid, rolling[n].iloc[:0]) for n, p in roll_parts.items()},
                          {n: p.get(sid, results[n].final.iloc[:0]) for n, p in final_parts.items()})
              for sid in sids]
-    out = ex.map(combine_one, tasks, sids, _on_done(progress, "combine"))
-    bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
-    ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+    prep, ok, bad = _split_failed(prep, sids, ex.map(combine_one, tasks, sids, _on_done(progress, "combine")))
     if bad:
-        prep = prep.drop("forecast", bad)
-        if not ok:
-            raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
         keep = set(prep.windows)
         rolling = {n: f[f["series_id"].isin(keep)].reset_index(drop=True) for n, f in rolling.items()}
     rolling["combined"] = pd.concat([r[0].rolling for _, r in ok], ignore_index=True)
@@ -443,13 +438,8 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed, cache_root) for s in sids]
         gather = ex.submit(forecast_one, tasks, sids, _on_done(progress, "forecast"))
     if gather is not None:
-        out = gather()
-        bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
-        ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+        prep, ok, bad = _split_failed(prep, sids, gather())
         if bad:
-            prep = prep.drop("forecast", bad)
-            if not ok:
-                raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
             # without the failed series, as a run without them would be
             glob = _submit_global(ex, prep, cfg, global_models, seed, cache_root, progress)
         for n in per_series:
@@ -477,6 +467,19 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
 def _on_done(progress: Progress, stage: str):
     """Executor progress as ``[done/total] series`` lines of ``stage``."""
     return lambda i, n, label: progress(stage, f"[{i}/{n}] {label}")
+
+
+def _split_failed(prep: Prepared, sids: list[str], out: list) -> tuple[Prepared, list, dict]:
+    """Per-series forecast-stage results ``out`` (in ``sids`` order) as ``(prep without the
+    failed series, [(series, result)] of the others, {series: Failed})``; the failed are
+    recorded in ``prep.failed``. Raises InputError when every series failed."""
+    bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
+    ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+    if bad:
+        prep = prep.drop("forecast", bad)
+        if not ok:
+            raise InputError(f"every series failed in the forecast stage: {_failures(prep)}")
+    return prep, ok, bad
 
 
 def _failures(prep: Prepared) -> str:
