@@ -32,6 +32,28 @@ def test_plan_report_validates_against_the_schema_and_loads_typed(plan_run):
     assert "logical_date" not in doc["run"]  # Airflow-only fields are left out of CLI runs
 
 
+def test_the_plan_section_is_typed_per_kind_and_keeps_its_json_keys(plan_run):
+    """`plan` loads as TrainingPlan or InferencePlan by the series' kind, and dumps to the same JSON
+    (same keys in the same order, no null added for an absent top-up)."""
+    from capplan import jsonout
+    from capplan.report import InferencePlan, Report, TrainingPlan
+
+    out, report, _ = plan_run
+    rep = Report.load(out)
+    kinds = set()
+    for sid, s in rep.series.items():
+        want = TrainingPlan if s.kind == "training" else InferencePlan
+        assert isinstance(s.plan, want), (sid, type(s.plan))
+        raw = report["series"][sid]["plan"]
+        again = json.loads(jsonout.dumps(s.plan.model_dump()))
+        assert list(again) == list(raw) and again == raw, sid
+        kinds.add(s.kind)
+    assert kinds == {"training", "inference"}
+    bad = dict(report["series"]["infer/nasa-http"]["plan"], min_replicas="many")
+    with pytest.raises(ValueError):
+        InferencePlan.model_validate(bad)
+
+
 def test_nan_figures_are_written_as_null():
     from capplan.report import PolicyMetrics, Report, RunInfo
 
