@@ -50,7 +50,7 @@ from forecasting.registry import ModelRegistry
 from forecasting.regularise import regularise, to_hourly
 from forecasting.reuse import fit_final, record_scores
 from forecasting.tiers import TIER_NAMES, make
-from forecasting.types import SeriesMeta
+from forecasting.types import SeriesMeta, empty_forecast
 from optimizer.inputs import native_grid, replay_input
 from optimizer.plan import capacity_plan
 from optimizer.policy import SeriesPlan
@@ -164,7 +164,8 @@ def _rolling_result(prep: Prepared, name: str, blocks: list[RollingBlock]) -> Ti
             t = reused.setdefault(sid, {k: 0 for k in st})
             for k, v in st.items():
                 t[k] = t.get(k, 0) + v
-    f = pd.concat([b.forecasts for b in blocks], ignore_index=True) if len(blocks) > 1 else blocks[0].forecasts
+    f = (pd.concat([b.forecasts for b in blocks], ignore_index=True) if len(blocks) > 1 else blocks[0].forecasts
+         if blocks else empty_forecast().assign(tier=name))
     return TierResult(name, sanitise_rolling(f, prep.h5), None, {s: [f"backtest: {m}"] for s, m in fb.items()},
                       wr, reused=reused)
 
