@@ -76,6 +76,26 @@ def test_a_dead_dask_worker_has_its_task_retried(tmp_path):
     assert (tmp_path / "m").read_text() == "died"
 
 
+def test_keras_seed_draws_ignore_other_users_of_python_random():
+    """Inside private_keras_seeds, Keras' unseeded draws follow random.Random(seed), whatever else
+    draws from Python's random meanwhile (a Dask worker's event loop does)."""
+    import random
+
+    from keras.src.random.seed_generator import make_default_seed
+
+    from capplan.executor import private_keras_seeds
+
+    ref = random.Random(7)
+    want = [ref.randint(1, int(1e9)) for _ in range(3)]
+    with private_keras_seeds(7):
+        got = [make_default_seed()]
+        random.random()  # another user of the process-wide random, between two draws
+        got += [make_default_seed(), make_default_seed()]
+    assert got == want
+    random.seed(7)
+    assert make_default_seed() == want[0]  # outside the block Keras draws from Python's random again
+
+
 def test_unknown_executor_and_misplaced_scheduler_are_input_errors(tmp_path, capsys):
     from tests.conftest import run_cli
 
