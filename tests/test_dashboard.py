@@ -451,7 +451,9 @@ def test_browser_every_page(browser_available, fixture_run, server, tmp_path_fac
     rec = sum(s["recommended"]["cost_usd"] for s in rep["series"].values())
     from dashboards.common import MIN_SCORE_POINTS, most_at_stake
 
-    first = most_at_stake(rep)  # every picker starts at the series with the most at stake (cost)
+    from capplan.report import Report
+
+    first = most_at_stake(Report.model_validate(rep))  # every picker starts at the series with the most at stake
     n_files = len(list(fixture_run["run_dir"].rglob("*.yaml")))
     bands = {m: v["bands"]["all"] for m, v in rep["series"][first]["backtest"].items()
              if "all" in v["bands"] and v["bands"]["all"]["n"] >= MIN_SCORE_POINTS}

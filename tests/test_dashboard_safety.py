@@ -77,11 +77,12 @@ def test_failed_run_leaves_no_temporary_folder(store_env, tmp_path, monkeypatch)
 
 
 def test_pages_open_on_the_series_with_most_at_stake(store_env):
+    from capplan.report import Report
     from dashboards.common import most_at_stake
 
     rep = store_env["report"]
     top = max(SERIES, key=lambda s: rep["series"][s]["recommended"]["cost_usd"])
-    assert most_at_stake(rep) == top
+    assert most_at_stake(Report.model_validate(rep)) == top
     for page, key in (("forecasts.py", "fc_series"), ("plan.py", "plan_series"), ("whatif.py", "wi_series")):
         at = _app(PAGES / page).run()
         _ok(at)
@@ -89,13 +90,14 @@ def test_pages_open_on_the_series_with_most_at_stake(store_env):
 
 
 def test_scores_on_too_few_points_are_marked(fixture_run, tmp_path, monkeypatch):
+    from capplan.report import Report
     from dashboards.common import MIN_SCORE_POINTS, most_at_stake
 
     store = tmp_path / "store"
     shutil.copytree(fixture_run["store"], store)
     run_dir = store / "runs" / fixture_run["run_id"]
     doc = json.loads((run_dir / "report.json").read_text())
-    sid = most_at_stake(doc)
+    sid = most_at_stake(Report.model_validate(doc))
     for model in doc["series"][sid]["backtest"].values():
         for b in model.get("bands", {}).values():
             b["n"] = 3
