@@ -1,7 +1,9 @@
 """Benchmark: every policy against the perfect-foresight limit, per series, and the spread over seeds.
 
 Run: ``.venv/bin/python benchmarks/bench_capacity.py [--forecasts OUT_DIR] [--seeds 0 1 2 3 4]
-[--series ID ...] [--n-calls N]``; ``--seeds 0 --series train/vc6YE`` for a quick slice
+[--series ID ...] [--n-calls N] [--source SRC --timezone TZ]``; ``--seeds 0 --series train/vc6YE`` for a
+quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
+them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
 On the embedded sample's evaluation windows, with the pipeline's own search
 stage (:func:`capplan.pipeline.search_stage`):
@@ -102,12 +104,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     ap.add_argument("--series", nargs="*", default=None)
     ap.add_argument("--n-calls", type=int, default=30)
+    ap.add_argument("--source", default="sample", help="a capplan source (default: the embedded sample), e.g. "
+                    "parquet:/path/traces.parquet for unseen traces; plan it first and pass --forecasts")
+    ap.add_argument("--selection", default=None, help="plan.selection_score for this run (cost, "
+                    "daily_regret_q75; default: the config's)")
+    ap.add_argument("--timezone", default="UTC", help="the source's local time zone, as capplan plan takes it")
     a = ap.parse_args()
     cfg = CapplanConfig()
     cfg.plan.n_calls = a.n_calls
+    if a.selection:
+        cfg.plan.selection_score = a.selection
     cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
     t0 = time.perf_counter()
-    prep = pipeline.regularise_stage(pipeline.load_stage("sample", cfg, a.series), cfg)
+    prep = pipeline.regularise_stage(pipeline.load_stage(a.source, cfg, a.series, a.timezone), cfg)
     if a.forecasts is not None:
         fc = forecasts_from(a.forecasts)
         keep = set(fc.rolling["combined"]["series_id"].unique())
