@@ -351,6 +351,7 @@ class SearchResult:
     best_metrics: Metrics | None
     trials: list[dict]
     n_tied: int = 1
+    robust_objective: float | None = None  # grid_scan: the worst objective of the point and its grid neighbours
 
 
 TIE_RTOL = 1e-9
@@ -429,10 +430,7 @@ def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_targ
         pts[_key(x)] = x
     if not cache:
         return SearchResult("grid", None, float("inf"), None, []), []
-    steps = {}  # numeric dimension index -> its sorted grid values (as points hold them)
-    for i, d in enumerate(space.dims):
-        if isinstance(d, Real) and d.name in space.grid:
-            steps[i] = sorted({_key([min(max(float(v), d.low), d.high)])[0] for v in space.grid[d.name]})
+    steps = _grid_steps(space)
     robust = {}
     for k, (v, m, p) in cache.items():
         worst = v
@@ -445,7 +443,45 @@ def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_targ
         robust[k] = (worst, m, p)
     key, n_tied = pick_best(robust, space)
     val, m, best = cache[key]
-    return SearchResult("grid", best, val, m, [], n_tied), pts[key]
+    return SearchResult("grid", best, val, m, [], n_tied, robust_objective=robust[key][0]), pts[key]
+
+
+def _grid_steps(space: Space) -> dict[int, list[float]]:
+    """Numeric (``Real``) dimension index -> its sorted grid values, clipped into the bounds
+    and rounded as points hold them."""
+    steps = {}
+    for i, d in enumerate(space.dims):
+        if isinstance(d, Real) and d.name in space.grid:
+            steps[i] = sorted({_key([min(max(float(v), d.low), d.high)])[0] for v in space.grid[d.name]})
+    return steps
+
+
+def neighbour_objective(evaluate: Callable[[object], Metrics], space: Space, x: list, coverage_target: float,
+                        reference_cost: float, penalty: float = 0.5, coverage_by: str = "window",
+                        score: Callable[[Metrics], float] | None = None) -> float:
+    """The worst objective of point ``x`` and its neighbours one grid step away in each numeric
+    dimension that :func:`grid_scan` steps through (a value on the grid: its grid neighbours,
+    as the scan scores them; off the grid: plus and minus the width of the grid interval it
+    lies in, clipped into the bounds). Scores a point found off the grid (the Gaussian-process
+    refinement) the way the scan scores its own, so the two are compared like with like."""
+    cache: dict[tuple, tuple[float, Metrics, object]] = {}
+    f = _objective_fn(evaluate, space, coverage_target, reference_cost, penalty, coverage_by, "neighbours", cache,
+                      None, score=score)
+    worst = f(list(x))
+    for i, vals in _grid_steps(space).items():
+        d, v = space.dims[i], _key([float(x[i])])[0]
+        if v in vals:
+            j = vals.index(v)
+            nbs = [vals[jj] for jj in (j - 1, j + 1) if 0 <= jj < len(vals)]
+        elif len(vals) > 1:
+            j = min(max(int(np.searchsorted(vals, v)), 1), len(vals) - 1)
+            w = vals[j] - vals[j - 1]
+            nbs = [u for u in (min(max(v - w, d.low), d.high), min(max(v + w, d.low), d.high)) if u != v]
+        else:
+            nbs = []
+        for u in nbs:
+            worst = max(worst, f(list(x[:i]) + [u] + list(x[i + 1:])))
+    return worst
 
 
 def _key(x: list) -> tuple:

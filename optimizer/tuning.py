@@ -29,7 +29,13 @@ inference services without a grid, the best of the anchors);
 the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
 (3 %) of it, and never on a tuning window shorter than a day
 (:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
-says so). A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
+says so). The scan picks its policy by the worst objective of it and its grid
+neighbours, so the refinement's point is judged the same way before it may
+replace it (:func:`optimizer.search.neighbour_objective`;
+``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
+also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
+slightly different forecast or seed would push off, does not displace a policy
+in a flat region. Without this, which seed found such a ridge decided the plan. A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
 of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 """
 
@@ -46,8 +52,8 @@ from optimizer.oracle import OracleResult, daily_training_limits, inference_orac
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space, objective_value, run_search,
-                              training_space)
+from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
+                              neighbour_objective, objective_value, run_search, training_space)
 from optimizer.settings import SearchSettings
 
 
@@ -185,9 +191,14 @@ def search_one(task: SearchTask) -> SearchOutcome:
         rnd_eval = pr.replay(rnd.best_params, evalw)[0]
     notes = list(task.notes)
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
+    gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:
         anchor_obj, anchor_params, anchor_tied = scan.best_objective, scan.best_params, scan.n_tied
         tuning["grid_points"] = len(space.grid_points())
+        anchor_bar = scan.robust_objective
+        gp_bar = neighbour_objective(evaluate, space, space.to_point(gp.best_params.model_dump()), target, ref_cost,
+                                     pc.penalty, by, score)
+        tuning["anchor_neighbour_objective"], tuning["gp_neighbour_objective"] = anchor_bar, gp_bar
     else:
         n_anchor = min(len(space.anchor_points()), len(gp.trials))
         k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"]) if n_anchor else None
@@ -199,7 +210,9 @@ def search_one(task: SearchTask) -> SearchOutcome:
         tuning["refinement_usd"] = anchor_obj - gp.best_objective
         # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
         # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
-        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        a_bar = anchor_obj if anchor_bar is None else anchor_bar
+        g_bar = gp.best_objective if gp_bar is None else gp_bar
+        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj) and g_bar < a_bar - REFINE_MIN * abs(a_bar)
         if kept and len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S:
             kept = False
             notes.append("tuning: the tuning window is shorter than a day, too short to tell the Gaussian-process "

@@ -364,3 +364,33 @@ def test_selection_score_setting_reaches_the_search():
     assert oc.tuning["baseline_objective"] == pytest.approx(score(baseline.training_baseline(tune)[0]))
     assert oc.tuning["baseline_objective"] != pytest.approx(
         objective_value(baseline.training_baseline(tune)[0], 0.96, oc.tuning["reference_cost_usd"], 0.5, "lcb"))
+
+
+def test_refinement_is_judged_like_the_scan_on_its_neighbours():
+    from skopt.space import Real
+
+    from optimizer.search import Space, grid_scan, neighbour_objective
+
+    # one numeric knob; the objective is 10 everywhere except a narrow dip at 1.03 and a wide,
+    # shallower valley around 0.8
+    def ev(p):
+        h = p.h
+        cost = 2.0 if abs(h - 1.03) < 0.01 else (5.0 if abs(h - 0.8) <= 0.15 else 10.0)
+        return Metrics(cost_usd=cost, coverage=1.0, idle_ratio=0.0, unmet=0.0)
+
+    class P:
+        def __init__(self, h):
+            self.h = h
+
+        def model_dump(self):
+            return {"h": self.h}
+
+    space = Space([Real(0.5, 1.5, name="h")], lambda v: P(v["h"]), grid={"h": [0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]})
+    scan, x = grid_scan(ev, space, 0.95, 1.0)
+    assert x == [0.8] and scan.robust_objective == 5.0  # 0.7 and 0.9 lie in the valley too
+    # the dip at 1.03 scores 2 alone but 10 with its neighbours (0.93 and 1.13, the grid's spacing)
+    assert neighbour_objective(ev, space, [1.03], 0.95, 1.0) == 10.0
+    # on the grid the neighbours are the grid's own: 0.8 -> 0.7 and 0.9
+    assert neighbour_objective(ev, space, [0.8], 0.95, 1.0) == 5.0
+    # at a bound, only the neighbour inside it
+    assert neighbour_objective(ev, space, [1.5], 0.95, 1.0) == 10.0
