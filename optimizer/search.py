@@ -40,10 +40,9 @@ What counts as cost (config ``plan.selection_score``; training pools):
   (distributionally-averse) choice of sample-average approximation (e.g.
   Ben-Tal, El Ghaoui and Nemirovski, *Robust Optimization*, 2009; a quantile
   instead of the worst day, so one odd day cannot decide). Measured on the
-  sample and on unseen traces (README, "Against perfect foresight"): it
-  helps the unseen traces' coverage and the sample's worst series, costs
-  some of the unseen traces' median regret and one sample pool's coverage,
-  so it is not the default.
+  sample and on unseen traces (README, "Session 5, issue 12"): it meets the
+  coverage target on the unseen traces and lowers the sample's worst regret,
+  but raises the median regret on both, so it is not the default.
 
 Ties (e.g. an all-zero tuning window, where every policy costs nothing and
 covers everything) are broken deterministically by :func:`pick_best`: highest
