@@ -35,7 +35,8 @@ replace it (:func:`optimizer.search.neighbour_objective`;
 ``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
 also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
 slightly different forecast or seed would push off, does not displace a policy
-in a flat region. Without this, which seed found such a ridge decided the plan. A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
+in a flat region. Without this, which seed found such a ridge decided the plan.
+A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
 of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 """
 
