@@ -56,6 +56,7 @@ CENTRE = "p50"  #: quantile column the offsets are added to (None: each level's 
 MIN_ROWS = 24  #: fewer realised rows than this in a bucket: no offsets
 CAL_WINDOW = pd.Timedelta("14D")  #: realised rows the conformal offsets come from
 ACI_GAMMA = 0.02  #: step size of the adaptive level, per origin
+ACI_FLOOR: float | None = None  #: the adaptive miscoverage never drops below this share of the nominal one (None: no floor)
 BORROW = pd.Timedelta("2D")  #: trailing span of scaled short-lead errors pooled into longer buckets (None: off)
 
 
@@ -144,10 +145,18 @@ def apply_calibration(combined: pd.DataFrame, offsets: dict[str, list[float]],
     return f
 
 
+def _aci_step(miss: np.ndarray, gamma: float, nominal: np.ndarray, err: np.ndarray, floor: float | None
+              ) -> np.ndarray:
+    """One adaptive-level update (Gibbs & Candes 2021): ``miss + gamma * (nominal - err)``,
+    kept at or above ``floor * nominal`` when ``floor`` is set."""
+    miss = miss + gamma * (nominal - err)
+    return miss if floor is None else np.maximum(miss, floor * nominal)
+
+
 def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timedelta = CAL_WINDOW,
                      min_n: int = MIN_ROWS, gamma: float = ACI_GAMMA,
                      levels_out: dict[str, list[float]] | None = None, centre: str | None = CENTRE,
-                     borrow: pd.Timedelta | None = BORROW) -> pd.DataFrame:
+                     borrow: pd.Timedelta | None = BORROW, floor: float | None = ACI_FLOOR) -> pd.DataFrame:
     """Rolling adaptive split-conformal calibration with no look-ahead (module docstring).
 
     For each origin ``o`` and lead bucket, the offsets come from the rows of
@@ -194,7 +203,7 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
             lo = np.searchsorted(ts, o - window.value, side="right")
             if gamma and hi > done:
                 new = obs[done:hi]  # realised since the last origin; their calibrated values are final
-                miss = miss + gamma * (nominal - (y[new, None] > out[new]).mean(axis=0))
+                miss = _aci_step(miss, gamma, nominal, (y[new, None] > out[new]).mean(axis=0), floor)
                 done = hi
             if hi - lo < min_n:
                 continue
@@ -208,7 +217,7 @@ def calibrate_online(combined: pd.DataFrame, actual: pd.Series, window: pd.Timed
         if levels_out is not None:
             if gamma and done < len(obs):
                 rest = obs[done:]
-                miss = miss + gamma * (nominal - (y[rest, None] > out[rest]).mean(axis=0))
+                miss = _aci_step(miss, gamma, nominal, (y[rest, None] > out[rest]).mean(axis=0), floor)
             levels_out[BUCKETS[b][0]] = [float(v) for v in 1.0 - miss]
     res = f.copy()
     res[list(QCOLS)] = out
