@@ -1,7 +1,8 @@
 """Benchmark: forecast accuracy of the combination against the fast peers, per lead band.
 
 Run: ``.venv/bin/python benchmarks/bench_accuracy.py [--series ID ...] [--json PATH]``
-(the full sample takes a few minutes; ``bash scripts/setup.sh bench`` installs
+(the full sample takes a few minutes; ``--source parquet:PATH --timezone ZONE`` scores traces
+capplan has never seen, e.g. held-out ones, the same way; ``bash scripts/setup.sh bench`` installs
 statsforecast for the AutoETS peer, without which it is left out and said so).
 
 Issue 13's targets, on the evaluation windows (rolling origins, no look-ahead):
