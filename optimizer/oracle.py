@@ -119,6 +119,22 @@ def training_oracle(inp: ReplayInput) -> OracleResult:
     return OracleResult(cost_usd=float(c @ x), layers=layers, method="milp (HiGHS)")
 
 
+def daily_training_limits(inp: ReplayInput) -> np.ndarray:
+    """The perfect-foresight limit of each day of ``inp``'s window on its own (USD per day,
+    days counted from the window's first step, as the replay's ``Metrics.daily_cost_usd``):
+    :func:`training_oracle` on each day's slice (0 for a day with no demand). A day alone
+    cannot share a weekly reservation, so each is the limit *of that day* as a separate
+    scenario, which is what :func:`optimizer.search.daily_regret_score` compares a day's cost with."""
+    d = _periods(inp.times, "1D")
+    out = np.zeros(int(d.max()) + 1 if len(d) else 0)
+    for k in range(len(out)):
+        m = d == k
+        day = ReplayInput(times=inp.times[m], demand=np.asarray(inp.demand)[m], step_s=inp.step_s, price=inp.price,
+                          gpus_per_unit=inp.gpus_per_unit)
+        out[k] = training_oracle(day).cost_usd
+    return out
+
+
 def level_steps(need: np.ndarray, cold_steps: int) -> float:
     """Replica-steps paid by the cheapest schedule that has ``need[t]`` (whole
     replicas) ready at every step, a start paying ``cold_steps`` before it

@@ -79,7 +79,9 @@ class Metrics(BaseModel):
 
     ``daily_coverage``: coverage of each whole or partial day of the window,
     counted from its first step (what the search's ``daily`` objective
-    penalises); kept out of ``model_dump`` and so out of every export.
+    penalises); ``daily_cost_usd``: cost (USD) of each of those days, for training replays (what the
+    ``daily_regret_q75`` selection of :mod:`optimizer.search` scores); both kept out of ``model_dump``
+    and so out of every export.
     """
 
     cost_usd: float
@@ -89,6 +91,7 @@ class Metrics(BaseModel):
     scale_events: int = 0
     p95_utilization: float = 0.0
     daily_coverage: list[float] | None = Field(default=None, exclude=True, repr=False)
+    daily_cost_usd: list[float] | None = Field(default=None, exclude=True, repr=False)
 
 
 class SeriesPlan(BaseModel):

@@ -146,14 +146,18 @@ def period_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period_start
     return period_reduce(forecasts, times, period_starts, period_len, lambda g, q, ps: getattr(g[q], agg)())
 
 
-def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, events: int) -> Metrics:
+def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, events: int,
+             step_cost: np.ndarray | None = None) -> Metrics:
+    per_day = max(1, int(round(24 / step_h)))
+    daily_cost = None if step_cost is None or len(step_cost) == 0 else \
+        [float(x) for x in np.bincount(np.arange(len(step_cost)) // per_day, weights=step_cost)]
     ok = np.isfinite(demand)
     d, c = demand[ok], cap[ok]
     if len(d) == 0:
         return Metrics(cost_usd=float(cost), coverage=float("nan"), idle_ratio=float("nan"), unmet=0.0,
-                       scale_events=events)
+                       scale_events=events, daily_cost_usd=daily_cost)
     covered = c >= d - 1e-9
-    day = np.flatnonzero(ok) // max(1, int(round(24 / step_h)))  # day of the window of each known step
+    day = np.flatnonzero(ok) // per_day  # day of the window of each known step
     daily = np.bincount(day, weights=covered) / np.bincount(day)
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(c > 0, d / c, np.where(d > 0, np.inf, 0.0))
@@ -165,6 +169,7 @@ def _metrics(demand: np.ndarray, cap: np.ndarray, cost: float, step_h: float, ev
         scale_events=int(events),
         p95_utilization=float(np.quantile(np.minimum(util, 10.0), 0.95)),
         daily_coverage=[float(x) for x in daily[np.isfinite(daily)]],
+        daily_cost_usd=daily_cost,
     )
 
 
@@ -238,12 +243,13 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     demand = inp.demand
     if queue_unmet:
         demand = _queue(demand, cap)
-    cost = float(((reserved * inp.price.reserved + (od + hourly) * inp.price.on_demand + spot * inp.price.spot)
-                  * step_h * inp.gpus_per_unit).sum())
+    step_cost = (reserved * inp.price.reserved + (od + hourly) * inp.price.on_demand + spot * inp.price.spot) \
+        * step_h * inp.gpus_per_unit
+    cost = float(step_cost.sum())
     events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
     series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
               "provisioned": cap}
-    return _metrics(demand, cap, cost, step_h, events), series
+    return _metrics(demand, cap, cost, step_h, events, step_cost), series
 
 
 def spot_losses(spot: np.ndarray, step_s: int, rate_per_gpu_hour: float, recovery_s: int, seed: int) -> np.ndarray:

@@ -98,6 +98,10 @@ class SearchSettings(BaseModel):
     penalty: float = Field(default=0.5, ge=0)
     coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")
+    selection_score: Literal["cost", "daily_regret_q75"] = Field(
+        default="cost", description="how training policies are ranked on the tuning window: its cost plus the "
+        "coverage penalty ('cost'), or the upper quartile over its days of each day's cost / that day's perfect-"
+        "foresight limit, plus the same penalty in those units ('daily_regret_q75'; see optimizer.search)")
     coverage_objective: Literal["window", "daily", "lcb"] = Field(
         default="lcb", description="what the search penalises: the tuning window's coverage shortfall ('window'), "
         "the mean of each day's shortfall ('daily'), or the shortfall of the window's coverage less one standard "

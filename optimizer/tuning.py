@@ -29,7 +29,14 @@ inference services without a grid, the best of the anchors);
 the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
 (3 %) of it, and never on a tuning window shorter than a day
 (:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
-says so). A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
+says so). The scan picks its policy by the worst objective of it and its grid
+neighbours, so the refinement's point is judged the same way before it may
+replace it (:func:`optimizer.search.neighbour_objective`;
+``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
+also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
+slightly different forecast or seed would push off, does not displace a policy
+in a flat region. Without this, which seed found such a ridge decided the plan.
+A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
 of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 """
 
@@ -42,11 +49,12 @@ import pandas as pd
 
 from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
-from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
+from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.search import Space, grid_scan, inference_space, objective_value, run_search, training_space
+from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
+                              neighbour_objective, objective_value, run_search, training_space)
 from optimizer.settings import SearchSettings
 
 
@@ -165,26 +173,33 @@ def search_one(task: SearchTask) -> SearchOutcome:
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
     evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
-    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by)
+    score = selection_score(task.kind, pc.selection_score, tune, target, ref_cost, pc.penalty, by)
+    obj = score or (lambda m: objective_value(m, target, ref_cost, pc.penalty, by))
+    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by, score=score)
     start = [x_scan] if x_scan else None
     gp = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp", coverage_by=by,
-                    start=start)
+                    start=start, score=score)
     trials = list(gp.trials)
-    tuning = {"gp_objective": gp.best_objective, "baseline_objective": objective_value(
-        tpr.baseline(tune)[0], target, ref_cost, pc.penalty, by), "reference_cost_usd": ref_cost,
-        "coverage_target_while_tuning": target, "coverage_objective": by}
+    tuning = {"gp_objective": gp.best_objective, "baseline_objective": obj(tpr.baseline(tune)[0]),
+              "reference_cost_usd": ref_cost, "coverage_target_while_tuning": target, "coverage_objective": by,
+              "selection_score": pc.selection_score if score else "cost"}
     rnd_eval = None
     if pc.random_search:
         rnd = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "random",
-                         coverage_by=by, start=start)
+                         coverage_by=by, start=start, score=score)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_eval = pr.replay(rnd.best_params, evalw)[0]
     notes = list(task.notes)
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
+    gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:
         anchor_obj, anchor_params, anchor_tied = scan.best_objective, scan.best_params, scan.n_tied
         tuning["grid_points"] = len(space.grid_points())
+        anchor_bar = scan.robust_objective
+        gp_bar = neighbour_objective(evaluate, space, space.to_point(gp.best_params.model_dump()), target, ref_cost,
+                                     pc.penalty, by, score)
+        tuning["anchor_neighbour_objective"], tuning["gp_neighbour_objective"] = anchor_bar, gp_bar
     else:
         n_anchor = min(len(space.anchor_points()), len(gp.trials))
         k = min(range(n_anchor), key=lambda i: gp.trials[i]["objective"]) if n_anchor else None
@@ -196,7 +211,9 @@ def search_one(task: SearchTask) -> SearchOutcome:
         tuning["refinement_usd"] = anchor_obj - gp.best_objective
         # the refinement must pay for itself: below REFINE_MIN of the anchor's objective the anchor
         # (a function of the forecasts and prices only) is kept, so the seed cannot move the plan
-        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj)
+        a_bar = anchor_obj if anchor_bar is None else anchor_bar
+        g_bar = gp.best_objective if gp_bar is None else gp_bar
+        kept = gp.best_objective < anchor_obj - REFINE_MIN * abs(anchor_obj) and g_bar < a_bar - REFINE_MIN * abs(a_bar)
         if kept and len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S:
             kept = False
             notes.append("tuning: the tuning window is shorter than a day, too short to tell the Gaussian-process "
@@ -220,12 +237,13 @@ def search_one(task: SearchTask) -> SearchOutcome:
     chosen, searched = "searched", None
     rivals = {"baseline": tuning["baseline_objective"]}
     for name, (m, _) in tpr.peers(tune).items():
-        rivals[name] = tuning[f"{name}_objective"] = objective_value(m, target, ref_cost, pc.penalty, by)
+        rivals[name] = tuning[f"{name}_objective"] = obj(m)
     best_rival = min(rivals, key=rivals.get)
     if rivals[best_rival] < best_obj - 1e-9 * max(1.0, abs(best_obj)):
         chosen = best_rival
+        unit = "USD" if score is None else "(daily regret score)"
         notes.append(f"policy: the {best_rival} policy beat the searched policy on the tuning window (objective "
-                     f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} USD at coverage target {target:.2f}), "
+                     f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
                      f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
         searched = rec
         rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
@@ -235,6 +253,22 @@ def search_one(task: SearchTask) -> SearchOutcome:
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes,
                          peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
                          recommended_policy=chosen, searched=searched)
+
+
+def selection_score(kind: str, how: str, tune: ReplayInput, target: float, ref_cost: float, penalty: float,
+                    by: str):
+    """The tuning window's ranking function ``score(metrics)`` for ``how``
+    (:data:`optimizer.search.SELECTION_SCORES`), or None for the default cost objective
+    (:func:`optimizer.search.objective_value`). ``daily_regret_q75`` applies to training pools
+    (their replays carry daily costs and their limit splits by day); inference services keep
+    the cost objective. Raises ValueError for an unknown ``how``."""
+    if how not in SELECTION_SCORES:
+        raise ValueError(f"unknown selection score {how!r}; use one of {', '.join(SELECTION_SCORES)}")
+    if how == "cost" or kind != "training":
+        return None
+    limits = daily_training_limits(tune)
+    limit = training_oracle(tune).cost_usd
+    return lambda m: daily_regret_score(m, limits, target, ref_cost, limit, penalty, by)
 
 
 def policy_warnings(oc: SearchOutcome, coverage_target: float) -> list[str]:

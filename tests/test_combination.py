@@ -291,3 +291,36 @@ def test_the_learning_rate_is_set_per_lead_band():
     fast = hedge_weights(loss, 1.0, names, band_eta(ETA, "1h"))[0]
     slow = hedge_weights(loss, 1.0, names, band_eta(ETA, "24h"))[0]
     assert fast > 0.85 > 0.6 > slow > 0.5
+
+
+def test_the_adaptive_level_stops_at_its_floor_after_a_run_of_misses():
+    """Demand that keeps rising past a flat forecast misses every band the trailing errors
+    give, so the adaptive level (Gibbs & Candès 2021) runs past 1, where the offset is the
+    largest error in the window; the floor keeps the miscoverage at or above ``floor`` x
+    nominal, so the p95 level stays <= 1 - floor x 0.05."""
+    n = 288 * 10
+    a = actual_series(np.round(50 + np.arange(n) / 10))
+
+    def flat(hist, o, k):
+        return np.tile([50.0, 52.0, 53.0, 55.0], (k, 1))
+
+    f = rolling(a, flat, every="1h", lead_steps=12)
+    free, floored = {}, {}
+    calibration.calibrate_online(f, a, gamma=0.05, borrow=None, floor=None, levels_out=free)
+    calibration.calibrate_online(f, a, gamma=0.05, borrow=None, floor=0.2, levels_out=floored)
+    p95 = QCOLS.index("p95")
+    assert max(v[p95] for v in free.values()) > 1.0
+    assert max(v[p95] for v in floored.values()) == pytest.approx(1 - 0.2 * 0.05)
+
+
+def test_a_prior_of_one_on_naive_keeps_the_band_at_naive_whatever_the_evidence():
+    import warnings
+
+    from forecasting.combination import PRIOR_NAIVE, band_eta
+
+    names = ["hourly", "naive"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # log(0) of the zero prior weights must not warn
+        w = hedge_weights(np.array([0.5, 1.0]), 10.0, names, 20.0, prior_naive=1.0)
+    np.testing.assert_array_equal(w, [0.0, 1.0])
+    assert band_eta(PRIOR_NAIVE, "24h") < 1.0  # the longer bands still learn from the record

@@ -312,3 +312,85 @@ def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():
     sp = training_space({"headroom": (1.2, 1.8)})
     assert sp.to_params(sp.anchor_points()[0]).headroom == 1.2
     assert training_space({"topup_quantile": ["none", "p50"]}).anchor_points() == []
+
+
+def test_daily_regret_score_weighs_each_day_against_its_own_limit():
+    from optimizer.oracle import daily_training_limits, training_oracle
+    from optimizer.search import daily_regret_score, objective_value
+
+    # a busy day (40 GPUs) then three quiet days (2 GPUs); held capacity 42 all along or 42 then 4
+    d = np.r_[np.full(288, 40.0), np.full(3 * 288, 2.0)]
+    i = inp(d)
+    limits = daily_training_limits(i)
+    assert limits == pytest.approx([0.4 * 40 * 24] + [0.4 * 2 * 24] * 3)  # each day on spot at its own level
+    assert sum(limits) >= training_oracle(i).cost_usd - 1e-9  # days alone never share more than the window
+    flat, _ = account_training(i, np.zeros(len(d)), np.zeros(len(d)), np.full(len(d), 42.0), interruption_rate=0.0)
+    follow, _ = account_training(i, np.zeros(len(d)), np.zeros(len(d)), np.r_[np.full(288, 42.0), np.full(864, 4.0)],
+                                 interruption_rate=0.0)
+    assert flat.daily_cost_usd == pytest.approx([0.4 * 42 * 24] * 4)
+    assert "daily_cost_usd" not in flat.model_dump()  # never exported
+    lim = training_oracle(i).cost_usd
+    sf = daily_regret_score(flat, limits, 0.95, 100.0, lim, 0.5)
+    sw = daily_regret_score(follow, limits, 0.95, 100.0, lim, 0.5)
+    # holding the busy day's level through the quiet days is 21x their limit; following them is 2x
+    assert sf == pytest.approx(21.0) and sw == pytest.approx(2.0)
+    # a coverage shortfall adds the objective's penalty in units of the window's limit
+    short = follow.model_copy(update={"coverage": 0.90})
+    assert daily_regret_score(short, limits, 0.95, 100.0, lim, 0.5) == pytest.approx(2.0 + 0.5 * 5 * 100.0 / lim)
+    # no day with a positive limit: the cost objective in units of the reference cost
+    z = inp(np.zeros(288))
+    mz, _ = account_training(z, np.zeros(288), np.zeros(288), np.full(288, 1.0), interruption_rate=0.0)
+    assert daily_regret_score(mz, daily_training_limits(z), 0.95, 10.0, 0.0, 0.5) == pytest.approx(
+        objective_value(mz, 0.95, 10.0, 0.5) / 10.0)
+
+
+def test_selection_score_setting_reaches_the_search():
+    from optimizer.settings import SearchSettings
+    from optimizer.search import objective_value
+    from optimizer.tuning import SearchTask, search_one, selection_score
+
+    d = np.r_[np.full(288, 40.0), np.full(3 * 288, 2.0)]
+    tune = _flat(inp(d), 20.0, 20.0, np.full(len(d), 20.0))
+    assert selection_score("inference", "daily_regret_q75", tune, 0.96, 1.0, 0.5, "window") is None
+    assert selection_score("training", "cost", tune, 0.96, 1.0, 0.5, "window") is None
+    with pytest.raises(ValueError):
+        selection_score("training", "median", tune, 0.96, 1.0, 0.5, "window")
+    task = SearchTask("train/x", "training", tune, tune, SearchSettings(n_calls=4, random_search=False,
+                                                                        selection_score="daily_regret_q75"), 0, [])
+    oc = search_one(task)
+    assert oc.tuning["selection_score"] == "daily_regret_q75"
+    # every policy and rival is ranked by the daily regret score, not by USD
+    score = selection_score("training", "daily_regret_q75", tune, 0.96, oc.tuning["reference_cost_usd"], 0.5, "lcb")
+    assert oc.tuning["baseline_objective"] == pytest.approx(score(baseline.training_baseline(tune)[0]))
+    assert oc.tuning["baseline_objective"] != pytest.approx(
+        objective_value(baseline.training_baseline(tune)[0], 0.96, oc.tuning["reference_cost_usd"], 0.5, "lcb"))
+
+
+def test_refinement_is_judged_like_the_scan_on_its_neighbours():
+    from skopt.space import Real
+
+    from optimizer.search import Space, grid_scan, neighbour_objective
+
+    # one numeric knob; the objective is 10 everywhere except a narrow dip at 1.03 and a wide,
+    # shallower valley around 0.8
+    def ev(p):
+        h = p.h
+        cost = 2.0 if abs(h - 1.03) < 0.01 else (5.0 if abs(h - 0.8) <= 0.15 else 10.0)
+        return Metrics(cost_usd=cost, coverage=1.0, idle_ratio=0.0, unmet=0.0)
+
+    class P:
+        def __init__(self, h):
+            self.h = h
+
+        def model_dump(self):
+            return {"h": self.h}
+
+    space = Space([Real(0.5, 1.5, name="h")], lambda v: P(v["h"]), grid={"h": [0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2]})
+    scan, x = grid_scan(ev, space, 0.95, 1.0)
+    assert x == [0.8] and scan.robust_objective == 5.0  # 0.7 and 0.9 lie in the valley too
+    # the dip at 1.03 scores 2 alone but 10 with its neighbours (0.93 and 1.13, the grid's spacing)
+    assert neighbour_objective(ev, space, [1.03], 0.95, 1.0) == 10.0
+    # on the grid the neighbours are the grid's own: 0.8 -> 0.7 and 0.9
+    assert neighbour_objective(ev, space, [0.8], 0.95, 1.0) == 5.0
+    # at a bound, only the neighbour inside it
+    assert neighbour_objective(ev, space, [1.5], 0.95, 1.0) == 10.0
