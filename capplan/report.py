@@ -175,6 +175,23 @@ class SeriesReport(_Model):
                                    "a store")
 
 
+    def policies(self) -> dict[str, PolicyMetrics]:
+        """``policy name -> metrics`` on the evaluation window, recommended and baseline first
+        (:func:`capplan.summary.ordered`): ``recommended``, ``baseline``, ``random_search``
+        (when the run had one), ``searched`` (when a baseline or peer was recommended
+        instead) and every peer (``reactive``, ``naive_conformal``, ...). What the CLI
+        table and csv show, one row per entry."""
+        from capplan.summary import ordered
+
+        pols: dict[str, PolicyMetrics] = {"recommended": self.recommended, "baseline": self.baseline}
+        for name in ("random_search", "searched"):
+            if getattr(self, name) is not None:
+                pols[name] = getattr(self, name)
+        for name, m in self.peers.items():
+            pols.setdefault(name, m)
+        return {n: pols[n] for n in ordered(pols)}
+
+
 class SeriesFailure(_Model):
     """A series dropped after an error of its own (the rest of the run completed)."""
 

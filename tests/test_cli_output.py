@@ -16,6 +16,7 @@ from rich.console import Console
 from capplan.commands.output import split_ids
 from capplan.commands.plan import print_report
 from capplan.console import StageProgress
+from capplan.report import Report
 from capplan.summary import fleet_summary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,27 +26,48 @@ def metrics(cost, cov, idle=0.25, unmet=12.5, **extra):
     return {"cost_usd": cost, "coverage": cov, "idle_ratio": idle, "unmet": unmet, "scale_events": 3, **extra}
 
 
+WIN = {"training": ["2020-05-01T00:00:00Z", "2020-05-17T00:00:00Z"],
+       "tuning": ["2020-05-17T00:00:00Z", "2020-05-24T00:00:00Z"],
+       "evaluation": ["2020-05-24T00:00:00Z", "2020-05-31T00:00:00Z"]}
+PLANS = {
+    "training": {"reserved_gpus": 100, "on_demand_gpus": 0, "spot_gpus": 20, "capability_gpus": 140,
+                 "deserved_gpus": 110, "quota_gpus": 160, "last_peak_gpus": 130, "valid_from": "2020-05-31T00:00:00Z",
+                 "baseline": {"capacity_gpus": 156, "reserved_gpus": 130}},
+    "inference": {"min_replicas": 2, "max_replicas": 40, "target_utilization": 0.7, "fallback_replicas": 20,
+                  "valid_from": "2020-05-31T00:00:00Z",
+                  "baseline": {"floor_replicas": 3, "scale_up_percent_util": 70, "scale_down_percent_util": 30}},
+}
+
+
+def entry(kind: str, unit: str, **policies) -> dict:
+    """One series of a valid plan report (capplan.report.SeriesReport) with these policies."""
+    return {"kind": kind, "unit": unit, "gpu_model": "A100-80GB", "windows": WIN,
+            "evaluation_window": WIN["evaluation"], "plan": PLANS[kind], **policies}
+
+
 def report() -> dict:
-    """A plan report with long ids, large costs, an extra policy family and a regret figure."""
+    """A plan report (the document of capplan.report.Report) with long ids, large costs, an extra
+    policy family and a regret figure."""
     series = {
-        "train/a-very-long-team-pool-name": {
-            "kind": "training", "unit": "gpu", "recommended": metrics(3_456_789.4, 0.981, regret=1.37),
-            "baseline": metrics(4_108_237.9, 0.962), "random_search": metrics(3_500_000.0, 0.97),
-            "peers": {"reactive": metrics(3_900_123.0, 0.91), "naive_conformal": metrics(3_700_456.0, 0.95)},
-            "fallbacks": ["daily: 12 hours of context < 168 needed; seasonal-naive used"],
-            "warnings": ["policy: the baseline is cheaper on the evaluation window"]},
-        "infer/llm-chat": {
-            "kind": "inference", "unit": "replica", "recommended": metrics(108_765.0, 0.912),
-            "baseline": metrics(98_001.0, 0.999), "random_search": metrics(99_000.0, 0.99),
-            "peers": {"reactive": metrics(101_000.0, 0.93), "naive_conformal": metrics(100_500.0, 0.96)},
-            "fallbacks": [], "warnings": ["export: KEDA serverAddress is a placeholder"]},
+        "train/a-very-long-team-pool-name": entry(
+            "training", "gpu", recommended=metrics(3_456_789.4, 0.981, regret=1.37),
+            baseline=metrics(4_108_237.9, 0.962), random_search=metrics(3_500_000.0, 0.97),
+            peers={"reactive": metrics(3_900_123.0, 0.91), "naive_conformal": metrics(3_700_456.0, 0.95)},
+            fallbacks=["daily: 12 hours of context < 168 needed; seasonal-naive used"],
+            warnings=["policy: the baseline is cheaper on the evaluation window"]),
+        "infer/llm-chat": entry(
+            "inference", "replica", recommended=metrics(108_765.0, 0.912),
+            baseline=metrics(98_001.0, 0.999), random_search=metrics(99_000.0, 0.99),
+            peers={"reactive": metrics(101_000.0, 0.93), "naive_conformal": metrics(100_500.0, 0.96)},
+            fallbacks=[], warnings=["export: KEDA serverAddress is a placeholder"]),
     }
-    return {"run": {"coverage_target": 0.95, "files": ["a"], "duration_s": 3.0}, "series": series}
+    return {"run": {"run_id": "r1", "seed": 0, "started_at": "2020-05-31T00:00:00Z", "source": "sample",
+                    "coverage_target": 0.95, "n_calls": 8, "files": ["a"], "duration_s": 3.0}, "series": series}
 
 
 def rendered(rep: dict, width: int) -> str:
     c = Console(width=width, record=True, color_system=None, file=io.StringIO())
-    print_report(rep, c)
+    print_report(Report.model_validate(rep), c)  # the CLI prints the typed report
     return c.export_text()
 
 
@@ -120,15 +142,11 @@ def _cli(argv, capsys):
 def test_plan_formats_output_file_and_series_flags(tmp_path, monkeypatch, capsys):
     seen = {}
 
-    class Result:  # what run_plan returns: a capplan.report.Report; the command reads its model_dump()
-        def model_dump(self):
-            rep = report()
-            rep["summary"] = fleet_summary(rep).model_dump()
-            return rep
-
-    def fake_run_plan(source, cfg, out, series=None, **kw):
+    def fake_run_plan(source, cfg, out, series=None, **kw):  # run_plan returns a capplan.report.Report
         seen["series"] = series
-        return Result()
+        rep = report()
+        rep["summary"] = fleet_summary(rep).model_dump()
+        return Report.model_validate(rep)
 
     monkeypatch.setattr("capplan.pipeline.run_plan", fake_run_plan)
     base = ["plan", "--out", str(tmp_path / "o"), "-q", "--series", "train/a,infer/b", "--series", "infer/c"]

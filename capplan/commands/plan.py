@@ -24,7 +24,8 @@ from capplan.console import StageProgress, err, out
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.executor import EXECUTORS
 from capplan.options import check_timezone
-from capplan.summary import fleet_summary, ordered, policy_metrics, summary_lines
+from capplan.report import Report, SeriesReport
+from capplan.summary import fleet_summary, summary_lines
 from capplan.table import Column, fit_table
 
 #: policies left out of the table (still in json/yaml/csv and the summary)
@@ -40,60 +41,58 @@ def _pct(x):
     return "n/a" if x is None or x != x else f"{100 * x:.1f}%"
 
 
-def _unit(s: dict) -> str:
-    return "GPU-h" if s.get("unit") == "gpu" else "replica-h"
+def _unit(s: SeriesReport) -> str:
+    return "GPU-h" if s.unit == "gpu" else "replica-h"
 
 
-def table_rows(report: dict) -> tuple[list[Column], list[list[str]]]:
-    """Columns and cell strings of the plan table (one row per series and policy)."""
+def table_rows(report: Report) -> tuple[list[Column], list[list[str]]]:
+    """Columns and cell strings of the plan table (one row per series and policy,
+    :meth:`capplan.report.SeriesReport.policies`; costs USD, coverage and idle ratio as percent,
+    unmet in GPU-hours or replica-hours)."""
     extras = [(k, c, f) for k, c, f in EXTRA_COLUMNS
-              if any(k in m for s in report["series"].values() for m in policy_metrics(s).values())]
+              if any(getattr(m, k) is not None for s in report.series.values() for m in s.policies().values())]
     cols = COLUMNS + [c for _, c, _ in extras]
     rows = []
-    for sid, s in report["series"].items():
-        pols = policy_metrics(s)
-        base = (pols.get("baseline") or {}).get("cost_usd")
-        for i, name in enumerate(n for n in ordered(pols) if n not in TABLE_SKIP):
+    for sid, s in report.series.items():
+        pols = s.policies()
+        base = pols["baseline"].cost_usd
+        for i, name in enumerate(n for n in pols if n not in TABLE_SKIP):
             m = pols[name]
-            saving = "" if name == "baseline" or not base else _pct(1 - m["cost_usd"] / base)
-            row = [sid if i == 0 else "", name.replace("_", " "), s["kind"] if i == 0 else "",
-                   f"{m['cost_usd']:,.0f}", _pct(m.get("coverage")), _pct(m.get("idle_ratio")),
-                   f"{m['unmet']:,.1f} {_unit(s)}" if m.get("unmet") is not None else "", saving]
-            row += [f.format(m[k]) if m.get(k) is not None else "" for k, _, f in extras]
+            saving = "" if name == "baseline" or not base or m.cost_usd is None else _pct(1 - m.cost_usd / base)
+            row = [sid if i == 0 else "", name.replace("_", " "), s.kind if i == 0 else "",
+                   f"{m.cost_usd:,.0f}" if m.cost_usd is not None else "n/a", _pct(m.coverage), _pct(m.idle_ratio),
+                   f"{m.unmet:,.1f} {_unit(s)}" if m.unmet is not None else "", saving]
+            row += [f.format(getattr(m, k)) if getattr(m, k) is not None else "" for k, _, f in extras]
             rows.append(row)
     return cols, rows
 
 
-def csv_rows(report: dict) -> list[dict]:
+def csv_rows(report: Report) -> list[dict]:
     """One flat row per series and policy (every policy, units in the column names)."""
-    rows = []
-    for sid, s in report["series"].items():
-        for name, m in ((n, policy_metrics(s)[n]) for n in ordered(policy_metrics(s))):
-            rows.append({"series_id": sid, "kind": s["kind"], "unit": s.get("unit"), "policy": name,
-                         "cost_usd": m.get("cost_usd"), "coverage": m.get("coverage"),
-                         "idle_ratio": m.get("idle_ratio"), "unmet": m.get("unmet"),
-                         "scale_events": m.get("scale_events"), "fallbacks": len(s.get("fallbacks", [])),
-                         "warnings": len(s.get("warnings", []))})
-    return rows
+    return [{"series_id": sid, "kind": s.kind, "unit": s.unit, "policy": name, "cost_usd": m.cost_usd,
+             "coverage": m.coverage, "idle_ratio": m.idle_ratio, "unmet": m.unmet, "scale_events": m.scale_events,
+             "fallbacks": len(s.fallbacks), "warnings": len(s.warnings)}
+            for sid, s in report.series.items() for name, m in s.policies().items()]
 
 
-def print_report(report: dict, console: Console, verbose: bool = False) -> None:
-    """The table, what it leaves out, the fleet summary, warnings and fallbacks."""
+def print_report(report: Report, console: Console, verbose: bool = False) -> None:
+    """The table, what it leaves out, the fleet summary, warnings and fallbacks of a
+    :class:`capplan.report.Report`."""
     cols, rows = table_rows(report)
     t, dropped = fit_table("capplan plan — evaluation window (never seen by the search)", cols, rows, console.width)
     console.print(t)
     if dropped:
         console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; see --format json, yaml or csv)",
                       highlight=False, markup=False)
-    for line in summary_lines(report.get("summary") or fleet_summary(report)):
+    for line in summary_lines(report.summary or fleet_summary(report)):
         console.print(line, highlight=False, markup=False)
-    warn = [(sid, w) for sid, s in report["series"].items() for w in s.get("warnings", [])
+    warn = [(sid, w) for sid, s in report.series.items() for w in s.warnings
             if verbose or w.startswith(("policy:", "export:"))]
     if warn:
         console.print("Warnings:", style="yellow")
         for sid, w in warn:
             console.print(f"  {sid}: {w}", highlight=False, markup=False)
-    fb = [(sid, f) for sid, s in report["series"].items() for f in s.get("fallbacks", [])]
+    fb = [(sid, f) for sid, s in report.series.items() for f in s.fallbacks]
     if fb:
         console.print(f"Fallbacks ({len(fb)}):")
         for sid, f in fb:
@@ -174,7 +173,7 @@ def register(app: typer.Typer) -> None:
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
         def table(console: Console) -> None:
-            print_report(report, console, verbose)
+            print_report(result, console, verbose)
             console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
             if report["run"].get("run_id"):
@@ -183,7 +182,7 @@ def register(app: typer.Typer) -> None:
                     "saved in the store, not published (LATEST unchanged; --publish makes it the fleet plan)"),
                     highlight=False, markup=False)
 
-        render(fmt, report, lambda: csv_rows(report), table, out, output)
+        render(fmt, report, lambda: csv_rows(result), table, out, output)
         failed = report.get("failed") or {}
         for sid, f in failed.items():
             err.print(f"[red]failed[/red] {sid} ({f['stage']}): {f['error']}", highlight=False)
