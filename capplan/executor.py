@@ -239,9 +239,16 @@ class ProcessExecutor(Executor):
             self._pool = None
 
 
+CONNECT_TIMEOUT_S = 30.0
+"""Seconds to wait for an existing Dask scheduler to answer (dask's own default, ``distributed.comm.timeouts.connect``)."""
+
+
 class DaskExecutor(Executor):
     """A ``dask.distributed`` cluster: ``scheduler`` (an address), an existing ``client``,
-    or a ``LocalCluster`` of ``workers`` single-threaded processes started here."""
+    or a ``LocalCluster`` of ``workers`` single-threaded processes started here.
+
+    Raises :class:`capplan.errors.InputError` (exit 2) when no scheduler answers at
+    ``scheduler`` within :data:`CONNECT_TIMEOUT_S`."""
 
     name = "dask"
 
@@ -252,7 +259,15 @@ class DaskExecutor(Executor):
         if client is not None:
             self.client = client
         elif scheduler:
-            self.client = Client(scheduler)
+            try:
+                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+            except OSError as exc:  # dask raises OSError (a TimeoutError among them) when nothing answers
+                from capplan.errors import InputError
+
+                raise InputError(
+                    f"--scheduler / plan.scheduler {scheduler}: no Dask scheduler answered within "
+                    f"{CONNECT_TIMEOUT_S:g} s ({type(exc).__name__}); check the address and that the scheduler is "
+                    "running and reachable, or leave the scheduler out to start a LocalCluster here") from None
             self._own = [self.client]
         else:
             cluster = LocalCluster(n_workers=default_workers() if workers is None else max(1, workers),

@@ -107,6 +107,23 @@ def test_unknown_executor_and_misplaced_scheduler_are_input_errors(tmp_path, cap
     assert code == 2 and "needs executor: dask" in err and not (tmp_path / "o").exists()
 
 
+def test_an_unreachable_scheduler_is_an_input_error_naming_it(tmp_path, capsys, monkeypatch):
+    import socket
+
+    from capplan import executor
+    from tests.conftest import run_cli
+
+    with socket.socket() as s:  # a free local port: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(executor, "CONNECT_TIMEOUT_S", 2.0)
+    addr = f"tcp://127.0.0.1:{port}"
+    code, _, err = run_cli(["plan", "--scheduler", addr, "--series", "infer/azure-llm-conv", "-q",
+                            "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and addr in err and "no Dask scheduler answered" in err
+    assert not (tmp_path / "o").exists()  # nothing half-written
+
+
 def test_plan_on_a_dask_cluster_equals_the_local_run(plan_run, tmp_path):
     """The session's plan (executor local) again on a Dask LocalCluster of 2 workers, same seed, cold registry."""
     cfg = tmp_path / "dask.yaml"
