@@ -509,16 +509,16 @@ def backtest_stage(prep: Prepared, fc: Forecasts) -> dict[str, dict]:
     """Scores per series -> model -> band (``1h``, ``24h``, ``7d``, ``all``) on the
     evaluation window (forecasts issued in it, targets in it); the combination
     and calibration were fitted on the tuning window before it (:func:`score_series`).
-    A series scored where it was combined (``fc.scores``, :func:`combine_one`) is taken
-    from there; the others are scored here."""
+    A model scored where the series was combined (``fc.scores``, :func:`combine_one`) is taken
+    from there; every other model of ``fc.rolling`` (e.g. the peers that ``capplan backtest``
+    adds after the forecast stage, :func:`forecasting.peers.peer_forecasts`) is scored here."""
     done = fc.scores or {}
     hist = _by_series(prep.h5)
     out = {}
     for sid, w in prep.windows.items():
-        if sid in done:
-            out[sid] = done[sid]
-            continue
-        out[sid] = score_series(hist[sid], w, {m: f[f["series_id"] == sid] for m, f in fc.rolling.items()})
+        have = done.get(sid, {})
+        todo = {m: f[f["series_id"] == sid] for m, f in fc.rolling.items() if m not in have}
+        out[sid] = {**have, **(score_series(hist[sid], w, todo) if todo else {})}
     return out
 
 

@@ -72,6 +72,9 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert code == 0, err
     fb = json.loads(out)["series"]["a"]["fallbacks"]
     assert any("2 implausible value(s)" in n for n in fb), fb
+    # the peers forecast after the forecast stage are scored too (issue 13: naive-conformal rule)
+    rows = json.loads(out)["series"]["a"]["horizons"].values()
+    assert rows and any("naive_conformal" in row for row in rows), list(rows)
     code, out, err = run_cli(["plan", "--source", f"csv:{p}", "--config", str(cfg), "--out", str(tmp_path / "o"),
                               "--format", "json", "-q", "--n-calls", "4"], capsys)
     assert code == 0, err
