@@ -1,7 +1,7 @@
 """The data the pipeline stages hand to each other.
 
 * :class:`Prepared` — regularised history and windows (:func:`capplan.pipeline.regularise_stage`);
-* :class:`TierResult` — one model's rolling and plan forecasts (:func:`capplan.pipeline.tier_forecasts`);
+* :class:`TierResult` — one model's rolling and plan forecasts (:func:`capplan.tasks.tier_forecasts`);
 * :class:`Forecasts` — every model's forecasts plus the combined ones (:func:`capplan.pipeline.forecast_stage`).
 
 The search stage's per-series result is :class:`optimizer.tuning.SearchOutcome`,
@@ -93,7 +93,7 @@ class Forecasts:
     store's cache (:mod:`capplan.cache`): ``{"rolling": {model: {"reused": blocks,
     "computed": blocks}}}``, and ``"search": "reused" | "computed"`` once the search
     stage has run; ``scores``: per series, model -> band -> backtest figures, computed
-    where the series was combined (:func:`capplan.pipeline.combine_one`; None: not yet,
+    where the series was combined (:func:`capplan.tasks.combine_one`; None: not yet,
     :func:`capplan.pipeline.backtest_stage` scores them)."""
 
     rolling: dict[str, pd.DataFrame]

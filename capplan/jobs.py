@@ -199,7 +199,7 @@ def record_ingest(config_path, logical_date, results: list[dict] | None, expecte
 
 # -- forecasts ------------------------------------------------------------------------
 def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: int = 0) -> dict:
-    """Fit one tier on one stored series (:func:`capplan.pipeline.tier_forecasts`) and
+    """Fit one tier on one stored series (:func:`capplan.tasks.tier_forecasts`) and
     write its forecasts for ``logical_date`` (:meth:`capplan.store.Store.write_tier_forecast`).
 
     Raises InputError when the series is not in the store (its ingest failed).
