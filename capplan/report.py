@@ -170,8 +170,10 @@ class SeriesReport(_Model):
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
     reused: dict[str, Any] = Field(default_factory=dict, description="what this run took from the store's cache "
                                    "(capplan.cache) instead of computing: rolling -> model -> refit blocks reused / "
-                                   "computed / computed with their stored fit (fit_reused); search -> reused | computed (a reused search is the stored outcome of "
-                                   "an identical task: same data, forecasts, settings, seed and code). Empty without "
+                                   "computed / computed with their stored fit (fit_reused); search -> reused | tuning_reused | computed (a reused search is the "
+                                   "stored outcome of an identical task: same data, forecasts, settings, seed and code; "
+                                   "tuning_reused: the stored tuned policy of an identical tuning window, replayed on "
+                                   "the new evaluation window). Empty without "
                                    "a store")
 
 
@@ -224,7 +226,8 @@ class RunInfo(_Model):
                                                  description="Airflow runs: tier -> forecast run used")
     executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
-                                             "rolling_blocks {reused, computed, fit_reused} and search {reused, computed}")
+                                             "rolling_blocks {reused, computed, fit_reused} and search {reused, "
+                                             "tuning_reused, computed}")
 
 
 class Report(_Model):
@@ -306,7 +309,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
 
 def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
     """Totals of per-series ``reused`` records (:attr:`SeriesReport.reused`):
-    ``{"rolling_blocks": {"reused", "computed", "fit_reused"}, "search": {"reused", "computed"}}``
+    ``{"rolling_blocks": {"reused", "computed", "fit_reused"}, "search": {"reused", "tuning_reused", "computed"}}``
     (``fit_reused``: computed blocks that predicted with their stored fit); empty when nothing was cached."""
     out: dict[str, dict[str, int]] = {}
     for r in reused.values():
@@ -315,7 +318,7 @@ def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
             for k in t:
                 t[k] += st.get(k, 0)
         if "search" in r:
-            t = out.setdefault("search", {"reused": 0, "computed": 0})
+            t = out.setdefault("search", {"reused": 0, "tuning_reused": 0, "computed": 0})
             t[r["search"]] += 1
     return out
 

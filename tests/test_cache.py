@@ -64,15 +64,17 @@ def _payload(rep) -> dict:
 
 def test_warm_runs_reuse_blocks_fits_and_searches_and_equal_a_cold_run(cold_warm):
     d, cold, later, again, files = cold_warm
-    for kind in ("rolling", "search", "models"):
+    for kind in ("rolling", "search", "tuning", "models"):
         assert any(str(f).startswith(f"cache/{kind}/") for f in files), kind
     rc, rl, ra = cold.run.reuse, later.run.reuse, again.run.reuse
     n = rc["rolling_blocks"]["computed"]
     assert rc["rolling_blocks"] == {"reused": 0, "computed": n, "fit_reused": 0} and rc["search"]["computed"] == 1
     # an hour later: the blocks before the last are reused, the last ones predict with their stored fit
     assert 0 < rl["rolling_blocks"]["reused"] < n and rl["rolling_blocks"]["fit_reused"] > 0
+    # ... and the tuning window (whole days) is unchanged: its tuned policy is replayed on the new evaluation window
+    assert rl["search"] == {"reused": 0, "tuning_reused": 1, "computed": 0}
     assert ra["rolling_blocks"] == {"reused": n, "computed": 0, "fit_reused": 0} and ra["search"] == {
-        "reused": 1, "computed": 0}
+        "reused": 1, "tuning_reused": 0, "computed": 0}
     assert again.series[SERIES[0]].reused["search"] == "reused"
     assert _payload(later) == _payload(cold) == _payload(again)
     for name in ("backtest", "replay"):  # rolling-origin forecasts and the evaluation replays
