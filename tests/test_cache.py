@@ -140,3 +140,20 @@ def test_the_search_cache_stores_every_field_of_a_search_outcome():
     from optimizer.tuning import SearchOutcome
 
     assert {f.name for f in dataclasses.fields(SearchOutcome)} == set(OUTCOME_FIELDS)
+
+
+def test_a_tuned_policy_round_trips_and_a_tampered_one_is_not_trusted(tmp_path):
+    from optimizer.tuning import Tuned
+
+    c = SearchCache(tmp_path)
+    t = Tuned(params={"a": 1.5, "q": "p90"}, tuning={"gp_objective": np.float64(12.25)},
+              trials=[{"params": {"a": 1.5}, "objective": 3.0}], notes=["tuning: n"], random_params=None,
+              recommended_policy="reactive")
+    c.put_tuned("k", t)
+    got, why = c.get_tuned("k")
+    assert why == "" and got == Tuned(**{**t.__dict__, "tuning": {"gp_objective": 12.25}})
+    doc = tmp_path / "cache" / "tuning" / "k.json"
+    doc.write_text(doc.read_text().replace("reactive", "baseline"))
+    got, why = c.get_tuned("k")
+    assert got is None and "SHA-256" in why
+    assert c.get_tuned("absent") == (None, "")
