@@ -252,12 +252,27 @@ class Report(_Model):
     def load(cls, path: str | Path) -> "Report":
         """Read ``report.json`` (a file, or a run folder holding one).
 
-        Raises FileNotFoundError, or pydantic.ValidationError for a document of another shape.
+        Raises FileNotFoundError, or :class:`capplan.errors.InputError` for a file that is not
+        JSON or a document of another shape (written by another capplan version, or edited),
+        naming the file, the first fields that differ and what to do.
         """
+        from pydantic import ValidationError
+
+        from capplan.errors import InputError
+
         p = Path(path)
         if p.is_dir():
             p = p / "report.json"
-        return cls.model_validate(json.loads(p.read_text()))
+        text = p.read_text()
+        try:
+            return cls.model_validate(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: not JSON ({exc}); re-run `capplan plan` to write the run again") from None
+        except ValidationError as exc:
+            errs = exc.errors()
+            first = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errs[:3])
+            raise InputError(f"{p}: not a report of this capplan version ({len(errs)} fields differ, e.g. {first}); "
+                             "re-run `capplan plan` to write it again") from None
 
 
 def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: list, coverage_target: float,
