@@ -172,3 +172,28 @@ def test_ingested_dot_id_is_planned_not_dropped(tmp_path, capsys):
     st.write_series(".team", pd.DataFrame({"series_id": ".team", "timestamp": T, "value": demand()}), SeriesMeta())
     h = load_source(f"store:{tmp_path / 'store'}")
     assert list(h.frame["series_id"].unique()) == [".team"]
+
+
+@pytest.mark.parametrize("cmd", ["plan", "backtest"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_an_empty_series_flag_exits_2_not_every_series(tmp_path, capsys, cmd, value):
+    code, out, err = run_cli([cmd, "--series", value, "--out", str(tmp_path / "o"), "-q"] if cmd == "plan"
+                             else [cmd, "--series", value, "-q"], capsys)
+    assert code == 2 and "--series: no series id given" in err and out == ""
+
+
+def test_out_that_is_not_a_capplan_output_is_refused_before_any_work(tmp_path, capsys):
+    """--out replaces the whole folder: a file, a folder of other files or the store is refused (exit 2) and
+    left as it was; an empty folder or a previous output (report.json) is accepted (checked elsewhere)."""
+    f = tmp_path / "notes.txt"
+    f.write_text("keep me")
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "thesis.txt").write_text("keep me too")
+    for out, why in ((f, "is a file"), (home, "not a capplan output")):
+        code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
+        assert code == 2 and f"--out {out}: " in err and why in err and stdout == ""
+    assert f.read_text() == "keep me" and (home / "thesis.txt").read_text() == "keep me too" and (home / "sub").is_dir()
+    code, _, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(tmp_path / "o"), "--output",
+                            str(home), "-q"], capsys)
+    assert code == 2 and "--output" in err and "is a folder" in err
