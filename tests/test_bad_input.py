@@ -197,3 +197,23 @@ def test_out_that_is_not_a_capplan_output_is_refused_before_any_work(tmp_path, c
     code, _, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(tmp_path / "o"), "--output",
                             str(home), "-q"], capsys)
     assert code == 2 and "--output" in err and "is a folder" in err
+
+
+@pytest.mark.parametrize("stamp,why", [("2024-03-10 02:30:00", "does not exist"), ("2024-11-03 01:30:00", "happens twice")])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_naive_local_times_a_dst_change_skips_or_repeats_exit_2(tmp_path, capsys, stamp, why, fmt):
+    ts = pd.to_datetime(pd.Series(["2024-03-09 00:00:00", stamp]))
+    df = pd.DataFrame({"series_id": "pool/a", "timestamp": ts if fmt == "parquet" else ts.astype(str), "value": 1.0})
+    p = tmp_path / f"d.{fmt}"
+    df.to_parquet(p, index=False) if fmt == "parquet" else df.to_csv(p, index=False)
+    code, _, err = run_cli(["plan", "--source", f"{fmt}:{p}", "--timezone", "America/New_York",
+                            "--out", str(tmp_path / "o"), "-q"], capsys)
+    line = one_line(err)
+    assert code == 2 and f"{p}: row 3: column timestamp: {stamp} {why} in --timezone America/New_York" in line
+
+
+def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, capsys):
+    p = tmp_path / "c.yaml"
+    p.write_bytes(b"\xff\xfe\x00secret-\x9c")
+    code, out, err = run_cli(["plan", "--config", str(p), "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and f"config {p}: not UTF-8 text" in one_line(err) and "secret" not in out + err
