@@ -217,3 +217,22 @@ def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, ca
     p.write_bytes(b"\xff\xfe\x00secret-\x9c")
     code, out, err = run_cli(["plan", "--config", str(p), "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and f"config {p}: not UTF-8 text" in one_line(err) and "secret" not in out + err
+
+
+def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
+    ts = pd.date_range("2026-01-01", periods=24 * 12 * 3, freq="5min", tz="UTC")
+    df = pd.concat([pd.DataFrame({"series_id": "pool/nan", "timestamp": ts, "value": np.nan}),
+                    pd.DataFrame({"series_id": "pool/ok", "timestamp": ts, "value": 4.0 + (ts.hour > 12)})])
+    p = tmp_path / "d.csv"
+    df.to_csv(p, index=False)
+    cfg = tmp_path / "fast.yaml"
+    cfg.write_text(FAST_CONFIG)
+    code, out, err = run_cli(["plan", "--config", str(cfg), "--source", f"csv:{p}", "--out", str(tmp_path / "o"),
+                              "--format", "json", "-q"], capsys)
+    rep = json.loads(out)
+    assert code == 3 and list(rep["series"]) == ["pool/ok"]
+    assert rep["failed"]["pool/nan"]["stage"] == "regularise" and "every value is missing" in rep["failed"]["pool/nan"]["error"]
+    only = tmp_path / "nan.csv"
+    df[df["series_id"] == "pool/nan"].to_csv(only, index=False)
+    code, _, err = run_cli(["plan", "--source", f"csv:{only}", "--out", str(tmp_path / "o2"), "-q"], capsys)
+    assert code == 2 and "every value of every series is missing" in one_line(err)
