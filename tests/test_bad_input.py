@@ -236,3 +236,22 @@ def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
     df[df["series_id"] == "pool/nan"].to_csv(only, index=False)
     code, _, err = run_cli(["plan", "--source", f"csv:{only}", "--out", str(tmp_path / "o2"), "-q"], capsys)
     assert code == 2 and "every value of every series is missing" in one_line(err)
+
+
+@pytest.mark.parametrize("sid,unit,want", [("pool/\x1b[31mred", "gpu", "holds control characters"),
+                                           ("pool/a", "replica", "column unit: 'replica' for a training pool")])
+def test_ids_and_units_the_exporters_cannot_take_exit_2_at_load(tmp_path, sid, unit, want):
+    p = tmp_path / "d.csv"
+    pd.DataFrame({"series_id": sid, "timestamp": T[:10].astype(str), "value": 1.0, "kind": "training",
+                  "unit": unit}).to_csv(p, index=False)
+    with pytest.raises(InputError, match=want):
+        load_source(f"csv:{p}")
+
+
+def test_min_replicas_above_max_replicas_is_refused_at_config_load(tmp_path):
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("plan:\n  inference_bounds:\n    min_replicas: [5, 10]\n    max_replicas: 2\n")
+    with pytest.raises(InputError, match="min_replicas: high 10 is above max_replicas 2"):
+        load_config(p)

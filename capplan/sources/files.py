@@ -164,6 +164,11 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     if (sid == "").any() or df["series_id"].isna().any():
         i = int(np.flatnonzero(((sid == "") | df["series_id"].isna()).to_numpy())[0])
         raise InputError(f"{p}: row {i + 2}: column series_id is empty")
+    ctrl = sid.map(lambda x: not x.isprintable())
+    if ctrl.any():  # escape sequences and line breaks cannot be label values, file names or manifest names
+        i = int(np.flatnonzero(ctrl.to_numpy())[0])
+        raise InputError(f"{p}: row {i + 2}: column series_id: {sid.iloc[i]!r} holds control characters; "
+                         "use printable ids")
     check_span(sid, ts, p)
     frame = pd.DataFrame({"series_id": sid, "timestamp": ts, "value": vals.astype("float64")})
     n_nan = int(frame["value"].isna().sum())
@@ -179,6 +184,9 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
             kw["unit"] = "gpu" if kw["kind"] == "training" else "replica"
         if "kind" not in kw:
             notes.append(f"{s_id}: no kind column; assumed training (unit gpu)")
+        if kw.get("kind", "training") == "training" and kw.get("unit", "gpu") != "gpu":
+            raise InputError(f"{p}: series {s_id}: column unit: {kw['unit']!r} for a training pool; training "
+                             "demand is counted in GPUs (unit gpu); replicas are for kind inference")
         try:
             meta[s_id] = SeriesMeta(timezone=timezone, **kw)
         except Exception as exc:
