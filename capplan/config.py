@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError
+from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.prices import GpuPrice, default_price_book
 from optimizer.settings import SearchSettings
@@ -403,10 +404,7 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     except OSError as exc:
         raise InputError(f"config {p}: cannot read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"config {p}: invalid YAML{at}: {what}") from None
+        raise InputError(f"config {p}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise InputError(f"config {p}: expected a mapping at the top level")
     try:

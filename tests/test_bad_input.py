@@ -255,3 +255,19 @@ def test_min_replicas_above_max_replicas_is_refused_at_config_load(tmp_path):
     p.write_text("plan:\n  inference_bounds:\n    min_replicas: [5, 10]\n    max_replicas: 2\n")
     with pytest.raises(InputError, match="min_replicas: high 10 is above max_replicas 2"):
         load_config(p)
+
+
+def test_yaml_errors_never_echo_the_file(tmp_path, capsys):
+    """PyYAML quotes the offending lines; a secret file passed by mistake must not be printed by
+    --config, export --policy or export --validate."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text('user: admin\ntoken: "hunter2-SECRET\n')
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "x.yaml").write_text(secret.read_text())
+    for args in (["plan", "--config", str(secret), "--out", str(tmp_path / "o")],
+                 ["export", "--policy", str(secret), "--out", str(tmp_path / "e"), "--diff"],
+                 ["export", "--validate", str(folder)]):
+        code, out, err = run_cli(args, capsys)
+        assert code == 2, args
+        assert "invalid YAML at line" in " ".join((out + err).split()) and "hunter2" not in out + err, args
