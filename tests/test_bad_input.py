@@ -53,6 +53,12 @@ def test_implausible_values_become_missing_with_a_note(tmp_path, bad):
     assert len(note) == 1 and note[0].startswith("a: 1 implausible") and "row 7" in note[0]
 
 
+def test_uniformly_huge_values_are_implausible_too(tmp_path):
+    h = load_source(f"csv:{write_csv(tmp_path / 'd.csv', values=['1e300'] * len(T))}")
+    assert h.frame["value"].isna().all()
+    assert any(n.startswith(f"a: {len(T)} implausible") for n in h.notes)
+
+
 def test_plausible_peaks_are_kept():
     x = np.r_[np.zeros(500), [4000.0], np.full(10, 2.0)]  # a sparse pool: median 0, one big burst
     f = pd.DataFrame({"series_id": "a", "timestamp": pd.date_range("2024-01-01", periods=len(x), freq="5min",
@@ -271,3 +277,9 @@ def test_yaml_errors_never_echo_the_file(tmp_path, capsys):
         code, out, err = run_cli(args, capsys)
         assert code == 2, args
         assert "invalid YAML at line" in " ".join((out + err).split()) and "hunter2" not in out + err, args
+
+
+@pytest.mark.parametrize("cmd", ["plan", "backtest"])
+def test_a_negative_seed_exits_2_before_any_work(tmp_path, capsys, cmd):
+    code, _, err = run_cli([cmd, "--seed", "-1", "--source", f"csv:{tmp_path / 'absent.csv'}", "-q"], capsys)
+    assert code == 2 and "--seed -1: must be between 0" in one_line(err)

@@ -117,6 +117,8 @@ def register(app: typer.Typer) -> None:
         coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
         no look-ahead; then a summary per horizon across series."""
         check_timezone(timezone)  # options first: before any import or read
+        if not 0 <= seed < 2**32:
+            raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
         check_output_file(output)
         cfg = load_config(config)

@@ -151,6 +151,8 @@ def register(app: typer.Typer) -> None:
         from capplan.store import Store
 
         check_timezone(timezone)  # options first: before any import or read
+        if not 0 <= seed < 2**32:
+            raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
         check_out_dir(out_dir)
         check_output_file(output)
