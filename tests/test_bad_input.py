@@ -283,3 +283,12 @@ def test_yaml_errors_never_echo_the_file(tmp_path, capsys):
 def test_a_negative_seed_exits_2_before_any_work(tmp_path, capsys, cmd):
     code, _, err = run_cli([cmd, "--seed", "-1", "--source", f"csv:{tmp_path / 'absent.csv'}", "-q"], capsys)
     assert code == 2 and "--seed -1: must be between 0" in one_line(err)
+
+
+def test_a_config_key_given_twice_exits_2_naming_it(tmp_path):
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("plan:\n  n_calls: 8\n  coverage_target: 0.9\n  n_calls: 30\n")
+    with pytest.raises(InputError, match=r"key 'n_calls' appears twice in one mapping \(line 4\)"):
+        load_config(p)
