@@ -27,7 +27,9 @@ from forecasting.types import FORECAST_COLUMNS, QCOLS
 
 STEP = pd.Timedelta("5min")
 PLAN_STEPS = 2016  # 7 days of 5-minute steps
-ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive")
+#: the combination's members: the tiers, the two benchmarks, and the robust members
+#: (:mod:`forecasting.tiers.robust`: the recent median level, and the last value reverting to it)
+ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert")
 
 
 @dataclass
