@@ -9,7 +9,7 @@ import pytest
 
 from forecasting.assemble import ROLLING_MODELS
 from forecasting.tiers import make
-from forecasting.tiers.robust import DAY_STEPS, LEVEL_DAYS, REVERT_TAU, robust_quantiles
+from forecasting.tiers.robust import DAY_STEPS, LEVEL_DAYS, REVERT_TAU, profile_quantiles, robust_quantiles
 from forecasting.types import QCOLS, SeriesMeta
 
 META = {"p": SeriesMeta(timezone="UTC")}
@@ -26,7 +26,7 @@ def spike_then_back() -> np.ndarray:
 
 
 def test_members_of_the_combination():
-    assert {"level", "revert"} <= set(ROLLING_MODELS)
+    assert {"level", "revert", "profile"} <= set(ROLLING_MODELS)
 
 
 def test_level_is_the_recent_median_flat():
@@ -46,7 +46,7 @@ def test_revert_starts_at_the_last_value_and_decays_to_the_median():
     assert p50[-1] == pytest.approx(10.0, abs=0.05)
 
 
-@pytest.mark.parametrize("name", ["level", "revert"])
+@pytest.mark.parametrize("name", ["level", "revert", "profile"])
 def test_no_look_ahead(name):
     y = np.random.default_rng(3).integers(0, 30, 5 * DAY_STEPS).astype(float)
     h = frame(y)
@@ -71,3 +71,19 @@ def test_degenerate_inputs(case, y):
 
 def test_no_observation_gives_zeros():
     assert np.allclose(robust_quantiles(np.full(10, np.nan), 12, LEVEL_DAYS, 0.0), 0.0)
+    assert np.allclose(profile_quantiles(np.full(10, np.nan), 12), 0.0)
+
+
+def test_profile_is_the_weekly_median_of_each_time_of_day():
+    """A daily cycle (0 at night, 20 by day) with one odd day at 100: the profile keeps the
+    cycle and ignores the odd day, where seasonal-naive (one day's lag) would copy it."""
+    day = np.where((np.arange(DAY_STEPS) >= 96) & (np.arange(DAY_STEPS) < 216), 20.0, 0.0)
+    y = np.tile(day, 8)
+    y[-DAY_STEPS:] = 100.0  # the last day before the origin is odd
+    h = frame(y)
+    p50 = make("profile").predict(h)["p50"].to_numpy()
+    assert len(p50) == 2016
+    assert np.allclose(p50, np.tile(day, 7))
+    # where the history is shorter than a week, the median of the days there are
+    q = profile_quantiles(np.tile(day, 2)[: DAY_STEPS + 10], 24)
+    assert np.allclose(q[:, 0], day[10:34])

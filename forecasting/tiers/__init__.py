@@ -3,7 +3,7 @@
 Importing this package registers: ``hourly`` (ETS), ``daily`` (LSTM),
 ``weekly`` (Prophet with China's calendar), and the benchmarks ``naive``,
 ``seasonal_naive`` and ``prophet`` (default Prophet), and the robust combination
-members ``level`` and ``revert`` (:mod:`forecasting.tiers.robust`). Heavy libraries
+members ``level``, ``revert`` and ``profile`` (:mod:`forecasting.tiers.robust`). Heavy libraries
 (TensorFlow, Prophet) load only when a model is fitted.
 """
 

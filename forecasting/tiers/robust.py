@@ -1,4 +1,4 @@
-"""Robust members of the combination: the recent median level, and the last value reverting to it.
+"""Robust members of the combination: the recent median level, the last value reverting to it, a daily profile.
 
 Why (issue 13, "A combination that leaves naive when the evidence is there")
     GPU demand is step-shaped: it holds a level for hours or days, then jumps,
@@ -18,7 +18,11 @@ Point forecasts at an origin with history ``y[..T]`` (5-minute grid, GPUs or rep
       median of the last :data:`REVERT_DAYS` day and ``tau`` = :data:`REVERT_TAU`:
       the forecast of a first-order autoregression around a local level
       (Hyndman & Athanasopoulos, *FPP3* §9.3: an AR(1)'s forecasts decay
-      geometrically from the last value to the mean; ``exp(-1 / tau)`` per step).
+      geometrically from the last value to the mean; ``exp(-1 / tau)`` per step);
+    * ``profile``: the median, over the last :data:`PROFILE_DAYS` days, of the
+      value at the target's time of day: ``median_k y[T + h - 288 (ceil(h / 288) + k)]``,
+      ``k = 0 .. 6`` (seasonal-naive with one day's lag is the case of one day;
+      the median over a week keeps the daily cycle and drops one day's noise).
 
 Quantiles: the point plus the empirical quantiles of the change over ``h``
 steps in the history (:func:`forecasting.tiers.naive.naive_quantiles`'s
@@ -44,6 +48,7 @@ DAY_STEPS = 288  #: 5-minute steps per day
 LEVEL_DAYS = 3.0  #: ``level``: days of history its median is taken over
 REVERT_DAYS = 1.0  #: ``revert``: days of history the level it reverts to is the median of
 REVERT_TAU = 1.0  #: ``revert``: e-folding time of the pull toward that level, in days
+PROFILE_DAYS = 7  #: ``profile``: past days whose values at the same time of day it takes the median of
 
 
 def recent_median(y: np.ndarray, days: float) -> float:
@@ -79,6 +84,31 @@ def robust_quantiles(y: np.ndarray, horizon: int, level_days: float, tau_days: f
     return q - q[:, :1] + point[:, None]
 
 
+def profile_point(y: np.ndarray, horizon: int, days: int = PROFILE_DAYS) -> np.ndarray:
+    """``(horizon,)`` medians over the last ``days`` days of the value at each target's time of
+    day (module docstring); a step with no such value in the history is NaN."""
+    y = np.asarray(y, dtype="float64")
+    h = np.arange(1, horizon + 1)
+    first = np.ceil(h / DAY_STEPS).astype(int)
+    idx = len(y) - 1 + h[:, None] - DAY_STEPS * (first[:, None] + np.arange(days)[None, :])
+    vals = np.where(idx >= 0, y[np.clip(idx, 0, None)], np.nan)
+    out = np.full(horizon, np.nan)
+    ok = np.isfinite(vals).any(axis=1)
+    out[ok] = np.nanmedian(vals[ok], axis=1)
+    return out
+
+
+def profile_quantiles(y: np.ndarray, horizon: int, days: int = PROFILE_DAYS) -> np.ndarray:
+    """``(horizon, 4)`` quantiles of ``profile``: :func:`profile_point` (the last value where it
+    is NaN) plus naive's spread; zeros when the history holds no observation."""
+    q = naive_quantiles(y, horizon)
+    if not np.isfinite(np.asarray(y, dtype="float64")).any():
+        return q
+    point = profile_point(y, horizon, days)
+    point = np.where(np.isfinite(point), point, q[:, 0])
+    return q - q[:, :1] + point[:, None]
+
+
 class _Robust(Forecaster):
     """History medians on the 5-minute grid, 7 days ahead; nothing to fit."""
 
@@ -90,6 +120,10 @@ class _Robust(Forecaster):
     level_days: float = LEVEL_DAYS
     tau_days: float = 0.0
 
+    def quantiles(self, y: np.ndarray) -> np.ndarray:
+        """``(horizon, 4)`` quantiles from the history ``y`` up to the origin."""
+        return robust_quantiles(y, self.horizon, self.level_days, self.tau_days)
+
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "Forecaster":
         return self
 
@@ -99,7 +133,7 @@ class _Robust(Forecaster):
             s = series_values(history, sid)
             for o in ors:
                 y = s[s.index <= o].to_numpy()
-                frames.append(self._frame(sid, o, robust_quantiles(y, self.horizon, self.level_days, self.tau_days)))
+                frames.append(self._frame(sid, o, self.quantiles(y)))
         return self._concat(frames)
 
 
@@ -118,3 +152,11 @@ class Revert(_Robust):
 
     level_days = REVERT_DAYS
     tau_days = REVERT_TAU
+
+
+@register("profile")
+class Profile(_Robust):
+    """The median over the last :data:`PROFILE_DAYS` days at each target's time of day (module docstring)."""
+
+    def quantiles(self, y: np.ndarray) -> np.ndarray:
+        return profile_quantiles(y, self.horizon)
