@@ -34,7 +34,7 @@ from forecasting.reuse import fit_final
 from forecasting.tiers import make
 from forecasting.types import SeriesMeta, empty_forecast
 from optimizer.inputs import replay_input
-from optimizer.tuning import SearchOutcome, SearchTask, search_one
+from optimizer.tuning import SearchOutcome, SearchTask, evaluate_policy, search_one, tune_policy
 
 
 def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
@@ -112,14 +112,7 @@ def refit_blocks(prep: Prepared, name: str) -> list[dict[str, list[pd.Timestamp]
     """The origins of each refit block of model ``name`` (its ``refit_every``), per series,
     in the order :func:`forecasting.backtest.rolling_forecasts` fits them: each block is
     one fit, so :func:`rolling_block` on each gives the same forecasts as one call on all."""
-    proto = make(name)
-    refit = pd.Timedelta(proto.refit_every) if proto.refit_every else None
-    blocks: dict[int, dict[str, list[pd.Timestamp]]] = {}
-    for sid, ors in origin_map(prep).items():
-        for o in ors:
-            k = int((o - ors[0]) // refit) if refit is not None else 0
-            blocks.setdefault(k, {}).setdefault(sid, []).append(o)
-    return [blocks[k] for k in sorted(blocks)]
+    return bt.refit_blocks(origin_map(prep), make(name).refit_every)
 
 
 @dataclass
@@ -295,9 +288,13 @@ class CachedSearch:
 
 
 def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
-    """``(outcome, "reused" | "computed", note)``: the stored outcome of an identical
-    search task (:class:`capplan.cache.SearchCache`), else :func:`optimizer.tuning.search_one`,
-    stored for the next run. ``note`` says when a stored entry was not trusted."""
+    """``(outcome, status, note)`` of one series' search with the store's cache
+    (:class:`capplan.cache.SearchCache`): ``status`` is ``reused`` (the stored outcome of an
+    identical search task), ``tuning_reused`` (the stored tuned policy of an identical tuning
+    window, :func:`optimizer.tuning.tune_policy`, replayed on the new evaluation window by
+    :func:`optimizer.tuning.evaluate_policy`: the hourly case) or ``computed``
+    (:func:`optimizer.tuning.search_one`); what is computed is stored for the next run.
+    ``note`` says when a stored entry was not trusted."""
     task = item.task()
     if not item.cache_root:
         return search_one(task), "computed", ""
@@ -306,6 +303,14 @@ def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
     oc, why = cache.get(key)
     if oc is not None:
         return oc, "reused", ""
-    oc = search_one(task)
+    tkey = cache.tuned_key(task)
+    tuned, twhy = cache.get_tuned(tkey)
+    status = "tuning_reused"
+    if tuned is None:
+        tuned, status = tune_policy(task), "computed"
+        cache.put_tuned(tkey, tuned)
+    oc = evaluate_policy(task, tuned)
     cache.put(key, oc)
-    return oc, "computed", f"cache: search entry not trusted ({why}); recomputed" if why else ""
+    notes = [f"cache: {what} entry not trusted ({r}); recomputed" for what, r in (("search", why), ("tuning", twhy))
+             if r]
+    return oc, status, "; ".join(notes)
