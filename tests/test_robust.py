@@ -87,3 +87,21 @@ def test_profile_is_the_weekly_median_of_each_time_of_day():
     # where the history is shorter than a week, the median of the days there are
     q = profile_quantiles(np.tile(day, 2)[: DAY_STEPS + 10], 24)
     assert np.allclose(q[:, 0], day[10:34])
+
+
+def test_the_combination_moves_to_the_level_when_bursts_revert():
+    """A pool at 10 GPUs with a 1-hour burst to 40 every 5 hours: a day ahead the last value is
+    wrong whenever it was read in a burst, the 3-day median never is; the combination learns that
+    (the reason the robust members exist)."""
+    from forecasting import combination
+    from tests.test_combination import actual_series, rolling
+
+    t = np.arange(12 * DAY_STEPS)
+    y = np.where(t % 60 < 12, 40.0, 10.0)
+    a = actual_series(y)
+    frames = {"naive": rolling(a, lambda h, o, k: robust_quantiles(h, k, LEVEL_DAYS, np.inf), name="naive"),
+              "level": rolling(a, lambda h, o, k: robust_quantiles(h, k, LEVEL_DAYS, 0.0), name="level")}
+    spec = combination.learn_combination(frames, a)
+    day = spec["24h"]["24h:12h-24h"]["p50"]
+    assert day["pinball"]["level"] < day["pinball"]["naive"]
+    assert day["weights"]["level"] > 0.9, day
