@@ -37,7 +37,7 @@ TUNING windows (the week before each evaluation window), as members of the
 combination, by the median MASE over the best of naive, seasonal-naive and
 default Prophet at 24 h / 7 d: none 0.971 / 1.071; 3-day level + 1-day
 reversion 0.961 / 1.080; those + the 7-day profile 0.938 / 1.043 (prior on
-naive 0.3; 0.5 gave 0.948-0.961 / 1.063-1.080 with two to five members); all
+naive 0.3; 0.5 gave 0.948-0.961 / 1.053-1.080 with two to five members); all
 nine 0.945 / 1.061. The evaluation windows and the held-out traces are README
 figures (issue 13 paragraph), never used to choose.
 """
