@@ -397,7 +397,11 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     if not p.is_file():
         raise InputError(f"config {p}: file not found")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:  # a binary or otherwise encoded file: never shown
+        raise InputError(f"config {p}: not UTF-8 text; pass a capplan.yaml") from None
+    except OSError as exc:
+        raise InputError(f"config {p}: cannot read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""

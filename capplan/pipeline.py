@@ -79,7 +79,10 @@ def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None,
 
 # 2 ------------------------------------------------------------------------------
 def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
-    """Regularise to 5 minutes, aggregate to hours, split windows per series."""
+    """Regularise to 5 minutes, aggregate to hours, split windows per series. A series with
+    no observed value at all is listed in ``failed`` (stage ``regularise``) and left out.
+
+    Raises InputError when no series has an observed value."""
     h5, rep = regularise(loaded.frame)
     h1 = to_hourly(h5)
     windows, notes = {}, {}
@@ -95,7 +98,13 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         windows[sid] = w
     native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
               for sid in windows if loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
-    return Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
+    prep = Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
+    observed = h5.groupby("series_id")["value"].count()
+    empty = {sid: Failed(f"InputError: series {sid}: every value is missing (no observed demand); check its "
+                         "query or file") for sid in windows if observed.get(sid, 0) == 0}
+    if empty and len(empty) == len(windows):
+        raise InputError(f"{loaded.label or 'source'}: every value of every series is missing (no observed demand)")
+    return prep.drop("regularise", empty) if empty else prep
 
 
 # 3 ------------------------------------------------------------------------------

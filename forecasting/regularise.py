@@ -34,7 +34,7 @@ class RegulariseReport:
     """What :func:`regularise` changed. All counts are grid points, per series."""
 
     exact_duplicates: int = 0
-    conflicting_duplicates: int = 0
+    conflicting_duplicates: dict[str, int] = field(default_factory=dict)
     negatives_clipped: dict[str, int] = field(default_factory=dict)
     gaps_filled: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
@@ -44,6 +44,9 @@ class RegulariseReport:
     def notes(self, series_id: str) -> list[str]:
         """Human-readable lines for one series (empty when nothing changed)."""
         out = []
+        if self.conflicting_duplicates.get(series_id):
+            out.append(f"regularise: {self.conflicting_duplicates[series_id]} timestamps had several different "
+                       "values; the largest was kept (demand is a peak)")
         if self.negatives_clipped.get(series_id):
             out.append(f"regularise: {self.negatives_clipped[series_id]} negative values clipped to 0")
         if self.gaps_filled.get(series_id):
@@ -96,7 +99,9 @@ def regularise(
     h = h.drop_duplicates()
     rep.exact_duplicates = n0 - len(h)
     dup = h.duplicated(["series_id", "timestamp"], keep=False)
-    rep.conflicting_duplicates = int(h.loc[dup, ["series_id", "timestamp"]].drop_duplicates().shape[0])
+    if dup.any():
+        rep.conflicting_duplicates = (h.loc[dup, ["series_id", "timestamp"]].drop_duplicates()
+                                      .groupby("series_id").size().astype(int).to_dict())
 
     neg = h["value"] < 0
     if neg.any():

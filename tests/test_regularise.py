@@ -25,7 +25,8 @@ def test_duplicates_gaps_and_negatives():
     out, rep = regularise(f.sample(frac=1, random_state=0))
     assert out["timestamp"].is_monotonic_increasing and len(out) == 40
     v = out["value"].to_numpy()
-    assert rep.exact_duplicates == 1 and rep.conflicting_duplicates == 1
+    assert rep.exact_duplicates == 1 and rep.conflicting_duplicates == {"a": 1}
+    assert any("1 timestamps had several different values; the largest was kept" in n for n in rep.notes("a"))
     assert v[5] == 100.0
     assert v[10] == 20.0 and v[11] == 22.0
     assert np.isnan(v[20:30]).all()
