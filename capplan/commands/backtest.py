@@ -17,7 +17,8 @@ from capplan.errors import InputError
 from forecasting.backtest import BEST_OF, evaluation_origins, summarise
 from forecasting.peers import peer_forecasts
 
-MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet", "naive_conformal", "autoets")
+MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "naive_conformal",
+          "autoets")
 HORIZONS = ("1h", "24h", "7d")
 
 
