@@ -292,3 +292,9 @@ def test_a_config_key_given_twice_exits_2_naming_it(tmp_path):
     p.write_text("plan:\n  n_calls: 8\n  coverage_target: 0.9\n  n_calls: 30\n")
     with pytest.raises(InputError, match=r"key 'n_calls' appears twice in one mapping \(line 4\)"):
         load_config(p)
+
+
+def test_validate_on_a_folder_without_manifests_exits_2(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    code, _, err = run_cli(["export", "--validate", str(tmp_path)], capsys)
+    assert code == 2 and "nothing to validate" in " ".join(err.split())

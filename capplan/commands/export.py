@@ -98,6 +98,9 @@ def register(app: typer.Typer) -> None:
 
             if not validate.is_dir():
                 raise InputError(f"--validate {validate}: no such folder")
+            if not folder_files(validate):
+                raise InputError(f"--validate {validate}: no .yaml, .yml or .json file under it; nothing to validate "
+                                 "(point it at a capplan plan or export output folder)")
             problems = validate_folder(validate, cfg.export)
             for p in problems:
                 typer.echo(str(p))
