@@ -58,7 +58,9 @@ from optimizer.tuning import SearchOutcome, SearchTask
 
 # 1 ------------------------------------------------------------------------------
 def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None, timezone: str = "UTC") -> LoadedHistory:
-    """Load a source and keep the requested series.
+    """Load a source and keep the requested series; the others stay in ``context``, which
+    only the cluster-wide outage rule reads (so a series' data does not depend on the
+    selection, :func:`forecasting.regularise.regularise`).
 
     Raises InputError for an unknown ``--series`` id (listing the known ones).
     """
@@ -69,7 +71,9 @@ def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None,
         if unknown:
             shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
             raise InputError(f"--series {', '.join(unknown)}: not in {loaded.label or source}; known: {shown}")
-        loaded.frame = loaded.frame[loaded.frame["series_id"].isin(series)].reset_index(drop=True)
+        keep = loaded.frame["series_id"].isin(series)
+        loaded.context = loaded.frame[~keep].reset_index(drop=True)  # for the cluster-wide outage rule only
+        loaded.frame = loaded.frame[keep].reset_index(drop=True)
     if loaded.frame.empty:
         raise InputError(f"{loaded.label or source}: no data")
     for sid in loaded.frame["series_id"].unique():
@@ -83,7 +87,7 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
     no observed value at all is listed in ``failed`` (stage ``regularise``) and left out.
 
     Raises InputError when no series has an observed value."""
-    h5, rep = regularise(loaded.frame)
+    h5, rep = regularise(loaded.frame, context=loaded.context)
     h1 = to_hourly(h5)
     windows, notes = {}, {}
     for sid, g in h5.groupby("series_id"):

@@ -35,6 +35,9 @@ class LoadedHistory:
     label: str = ""
     rows: pd.Series | None = None
     """Row number of each frame row in the input file (header = row 1), when there is one."""
+    context: pd.DataFrame | None = None
+    """The source's series left out by ``--series`` (same columns as ``frame``): only the
+    cluster-wide outage rule reads them (:func:`forecasting.regularise.regularise`)."""
 
     def notes_for(self, series_id: str, series_ids) -> list[str]:
         """The notes that concern ``series_id``: those starting ``"<id>:"`` (the longest id
