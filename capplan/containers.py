@@ -47,6 +47,18 @@ class Prepared:
     native: dict[str, pd.DataFrame] = field(default_factory=dict)
     failed: dict[str, dict] = field(default_factory=dict)
     """series_id -> ``{"stage", "error", "where"}`` of series dropped after an error of their own."""
+    fleet: "Prepared | None" = None
+    """Every usable series of the source when this run plans a selection of them (``--series``),
+    else None. The global models train and predict on :meth:`global_view`, so a selection's
+    forecasts are the ones a run of the whole source gives (DESIGN.md: the daily LSTM is global;
+    issue 12: a series' plan must not depend on which other series share the run)."""
+
+    def global_view(self) -> "Prepared":
+        """The series the global models (:data:`capplan.tasks.GLOBAL_MODELS`) train on: the
+        source's (:attr:`fleet`) less the series that failed, or these series."""
+        if self.fleet is None:
+            return self
+        return self.fleet.select([s for s in self.fleet.windows if s not in self.failed])
 
     def select(self, series_ids) -> "Prepared":
         """The same data for ``series_ids`` only (regularise report and failures shared)."""
@@ -63,7 +75,9 @@ class Prepared:
         which are recorded in :attr:`failed` with the stage they failed in."""
         for sid, f in failures.items():
             self.failed[sid] = {"stage": stage, "error": f.error, "where": f.where}
-        return self.select([s for s in self.windows if s not in failures])
+        out = self.select([s for s in self.windows if s not in failures])
+        out.fleet = self.fleet
+        return out
 
 
 @dataclass

@@ -59,8 +59,8 @@ from optimizer.tuning import SearchOutcome, SearchTask
 # 1 ------------------------------------------------------------------------------
 def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None, timezone: str = "UTC") -> LoadedHistory:
     """Load a source and keep the requested series; the others stay in ``context``, which
-    only the cluster-wide outage rule reads (so a series' data does not depend on the
-    selection, :func:`forecasting.regularise.regularise`).
+    the cluster-wide outage rule and the global models read (:func:`regularise_stage`), so a
+    series' data and forecasts do not depend on the selection.
 
     Raises InputError for an unknown ``--series`` id (listing the known ones).
     """
@@ -86,8 +86,18 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
     """Regularise to 5 minutes, aggregate to hours, split windows per series. A series with
     no observed value at all is listed in ``failed`` (stage ``regularise``) and left out.
 
-    Raises InputError when no series has an observed value."""
-    h5, rep = regularise(loaded.frame, context=loaded.context)
+    When ``--series`` chose some of the source's series (``loaded.context`` holds the others),
+    every series is regularised together, so the cluster-wide outage rule sees the same
+    cluster, and the usable ones become :attr:`Prepared.fleet`, on which the global models
+    train: a series' data and forecasts do not depend on the selection. A context series
+    that cannot be used (too short, nothing observed) is left out of the fleet.
+
+    Raises InputError when no chosen series has an observed value, or a chosen series is
+    too short to split."""
+    ctx = loaded.context if loaded.context is not None and len(loaded.context) else None
+    frame = loaded.frame if ctx is None else pd.concat([loaded.frame, ctx], ignore_index=True)
+    chosen = set(loaded.frame["series_id"].unique())
+    h5, rep = regularise(frame)
     h1 = to_hourly(h5)
     windows, notes = {}, {}
     for sid, g in h5.groupby("series_id"):
@@ -96,17 +106,23 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         try:
             w = bt.split_windows(idx, cfg.plan.tune_days, cfg.plan.eval_days)
         except ValueError as exc:
+            if sid not in chosen:
+                continue  # a context series too short to split: not part of the fleet
             raise InputError(f"series {sid}: {exc}") from None
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         windows[sid] = w
     native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
-              for sid in windows if loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
-    prep = Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
+              for sid in windows if sid in chosen and loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
+    meta = {sid: loaded.meta.get(sid, SeriesMeta()) for sid in windows}
+    everything = Prepared(h5, h1, meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
     observed = h5.groupby("series_id")["value"].count()
+    prep = everything if ctx is None else everything.select([s for s in windows if s in chosen])
+    if ctx is not None:
+        prep.fleet = everything.select([s for s in windows if observed.get(s, 0) > 0])
     empty = {sid: Failed(f"InputError: series {sid}: every value is missing (no observed demand); check its "
-                         "query or file") for sid in windows if observed.get(sid, 0) == 0}
-    if empty and len(empty) == len(windows):
+                         "query or file") for sid in prep.windows if observed.get(sid, 0) == 0}
+    if empty and len(empty) == len(prep.windows):
         raise InputError(f"{loaded.label or 'source'}: every value of every series is missing (no observed demand)")
     return prep.drop("regularise", empty) if empty else prep
 
@@ -190,6 +206,21 @@ def _submit_global(ex: Executor, prep: Prepared, cfg: CapplanConfig, names: list
     return collect
 
 
+def _only(res: TierResult, sids) -> TierResult:
+    """``res`` restricted to the series ``sids`` (a global model's results on the whole source,
+    :meth:`Prepared.global_view`, for the series this run plans)."""
+    keep = set(sids)
+
+    def rows(f):
+        return f if f is None else f[f["series_id"].isin(keep)].reset_index(drop=True)
+
+    models = {k: ([s for s in v if s in keep] if isinstance(v, list) else v) for k, v in res.models.items()}
+    return TierResult(res.name, rows(res.rolling), rows(res.final),
+                      {s: v for s, v in res.fallbacks.items() if s in keep},
+                      {s: v for s, v in res.warnings.items() if s in keep}, models,
+                      {s: v for s, v in res.reused.items() if s in keep})
+
+
 def _merge(name: str, parts: list[TierResult]) -> TierResult:
     """One model's results of several series as one :class:`TierResult`."""
     models: dict = {}
@@ -237,7 +268,7 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
     gather = None
     sids = list(prep.windows)
     # the global fits first: each is one of the longest tasks, and must not be the tail
-    glob = _submit_global(ex, prep, cfg, global_models, seed, cache_root, progress)
+    glob = _submit_global(ex, prep.global_view(), cfg, global_models, seed, cache_root, progress)
     if per_series:
         progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {ex.name} executor")
         tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, seed, cache_root) for s in sids]
@@ -246,14 +277,14 @@ def forecast_stage(prep: Prepared, cfg: CapplanConfig, seed: int = 0, progress: 
         prep, ok, bad = _split_failed(prep, sids, gather())
         if bad:
             # without the failed series, as a run without them would be
-            glob = _submit_global(ex, prep, cfg, global_models, seed, cache_root, progress)
+            glob = _submit_global(ex, prep.global_view(), cfg, global_models, seed, cache_root, progress)
         for n in per_series:
             results[n] = _merge(n, [r[0][n] for _, r in ok])
         for s, r in ok:
             if r[1]:
                 warns.setdefault(s, []).extend(r[1])
     glob_res, reg_warns = glob()
-    results.update(glob_res)
+    results.update({n: _only(r, prep.windows) for n, r in glob_res.items()})
     order = [*ROLLING_MODELS, *extra_models]
     results = {n: results[n] for n in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
     prep, fc = combine_stage(prep, results, progress, ex)

@@ -64,7 +64,6 @@ def regularise(
     step: str = "5min",
     max_gap_fill: int = 3,
     outage_min_series: int = 3,
-    context: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, RegulariseReport]:
     """Regularise a tidy history frame onto a fixed grid.
 
@@ -77,11 +76,6 @@ def regularise(
     max_gap_fill: longest run of missing grid points that is interpolated.
     outage_min_series: least number of series that must all read 0 at once to
         call it a cluster-wide outage.
-    context: the source's other series (same columns), used only to find
-        cluster-wide outages: a run of some series (``capplan plan --series``)
-        marks the same outages as a run of them all, so a series' data, and so
-        its plan, does not depend on which other series share the run. Not
-        regularised or returned.
 
     Returns
     -------
@@ -118,18 +112,10 @@ def regularise(
     raw = {sid: g.set_index("timestamp")["value"].sort_index().resample(step).max()
            for sid, g in h.groupby("series_id", sort=True)}
 
-    # 2. cluster-wide all-zero outages, found on the readings themselves (before any interpolation),
-    # over every series of the source (the context's too)
-    pool = dict(raw)
-    if context is not None and len(context):
-        c = context[~context["series_id"].isin(raw)]
-        c = c.assign(timestamp=c["timestamp"].dt.tz_convert("UTC").astype("datetime64[ns, UTC]"),
-                     value=c["value"].astype("float64").clip(lower=0.0))
-        pool.update({sid: g.set_index("timestamp")["value"].sort_index().resample(step).max()
-                     for sid, g in c.groupby("series_id", sort=True)})
+    # 2. cluster-wide all-zero outages, found on the readings themselves (before any interpolation)
     bad_ts = pd.DatetimeIndex([], tz="UTC")
-    if len(pool) >= outage_min_series:
-        wide = pd.concat(pool, axis=1)
+    if len(raw) >= outage_min_series:
+        wide = pd.concat(raw, axis=1)
         present = wide.notna()
         all_zero = (wide.fillna(0.0) == 0.0).all(axis=1) & (present.sum(axis=1) >= outage_min_series)
         busy_before = wide.fillna(0.0).sum(axis=1).shift(1).fillna(0.0) > 0

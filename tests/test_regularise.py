@@ -72,7 +72,7 @@ def test_hourly_mean_and_last_reading_of_hour():
 
 def test_a_selection_marks_the_same_cluster_outages_as_the_whole_source():
     """`capplan plan --series X` regularises X exactly as a run of every series does: the cluster-wide
-    outage rule reads the source's other series (context), so the plan cannot depend on the selection."""
+    outage rule reads the source's other series (context), and the global models train on them all."""
     from capplan.config import CapplanConfig
     from capplan.pipeline import load_stage, regularise_stage
 
@@ -80,7 +80,8 @@ def test_a_selection_marks_the_same_cluster_outages_as_the_whole_source():
     fleet = regularise_stage(load_stage("sample", cfg), cfg)
     sid = max(fleet.report.outage_by_series, key=fleet.report.outage_by_series.get)  # a series the rule hits
     alone = regularise_stage(load_stage("sample", cfg, [sid]), cfg)
-    assert alone.report.outage_by_series == {sid: fleet.report.outage_by_series[sid]} and alone.report.outage_points
+    assert alone.report.outage_by_series[sid] == fleet.report.outage_by_series[sid]
+    assert list(alone.windows) == [sid] and set(alone.global_view().windows) == set(fleet.windows)
     pd.testing.assert_frame_equal(alone.h5, fleet.h5[fleet.h5["series_id"] == sid].reset_index(drop=True))
     pd.testing.assert_frame_equal(alone.h1, fleet.h1[fleet.h1["series_id"] == sid].reset_index(drop=True))
     assert alone.windows[sid] == fleet.windows[sid]

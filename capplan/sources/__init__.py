@@ -36,8 +36,9 @@ class LoadedHistory:
     rows: pd.Series | None = None
     """Row number of each frame row in the input file (header = row 1), when there is one."""
     context: pd.DataFrame | None = None
-    """The source's series left out by ``--series`` (same columns as ``frame``): only the
-    cluster-wide outage rule reads them (:func:`forecasting.regularise.regularise`)."""
+    """The source's series left out by ``--series`` (same columns as ``frame``): regularised
+    with the chosen ones, so the cluster-wide outage rule and the global models see the
+    whole source (:func:`capplan.pipeline.regularise_stage`); never planned."""
 
     def notes_for(self, series_id: str, series_ids) -> list[str]:
         """The notes that concern ``series_id``: those starting ``"<id>:"`` (the longest id
