@@ -62,3 +62,29 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
     assert alone.recommended_policy == fleet.recommended_policy
     assert _layers(alone.params) == _layers(fleet.params)
     assert abs(fleet.recommended.cost_usd - alone.recommended.cost_usd) <= 0.03 * alone.recommended.cost_usd
+
+
+def test_a_series_planned_alone_gets_the_plan_it_gets_beside_others(tmp_path):
+    """Issue 12, across runs: `--series X` and `--series X,Y,Z` give X the same forecasts and plan (the
+    cluster-wide outage rule and the global LSTM read the whole source in both)."""
+    import yaml
+
+    from capplan import pipeline
+    from capplan.config import CapplanConfig
+    from capplan.executor import Executor
+    from tests.conftest import FAST_CONFIG
+
+    sid = "train/vcTJs"  # the cluster-wide outage rule hits it in a fleet run
+    reps = {}
+    for name, ids in (("alone", [sid]), ("with", [sid, "train/vcJLV", "infer/azure-llm-conv"])):
+        cfg = CapplanConfig.model_validate(yaml.safe_load(FAST_CONFIG))
+        cfg.store, cfg.models = str(tmp_path / f"store-{name}"), str(tmp_path / f"models-{name}")
+        reps[name] = pipeline.run_plan("sample", cfg, tmp_path / name, series=ids, seed=0, executor=Executor(),
+                                       reuse=False)
+    a, b = reps["alone"].series[sid], reps["with"].series[sid]
+    assert a.recommended_policy == b.recommended_policy and a.recommended.params == b.recommended.params
+    assert a.recommended.cost_usd == pytest.approx(b.recommended.cost_usd, rel=1e-9)
+    fa, fb = (pd.read_parquet(tmp_path / n / "backtest.parquet") for n in ("alone", "with"))
+    fb = fb[fb["series_id"] == sid].reset_index(drop=True)
+    pd.testing.assert_frame_equal(fa.sort_values(["tier", "issued_at", "timestamp"], ignore_index=True),
+                                  fb.sort_values(["tier", "issued_at", "timestamp"], ignore_index=True))
