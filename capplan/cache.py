@@ -19,12 +19,20 @@ Two kinds of entries live under the store (layout in :mod:`capplan.store`):
   keyed by the search task (tuning and evaluation replay inputs, settings, seed,
   kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library
   versions. Identical inputs give identical replays, so a reused outcome is the
-  outcome the run would compute; any change of data, forecasts or settings means
-  a fresh search and fresh evaluation replays.
+  outcome the run would compute.
+* **tuned policies** — the tuning half of a search (:class:`optimizer.tuning.Tuned`:
+  the scan, the Gaussian-process search, the refinement rule and the rivals),
+  keyed by :func:`optimizer.tuning.tune_key_parts` (the kind, the tuning window's
+  replay input, the settings and the seed) and the same code hash. The tuning
+  window starts and ends at midnight UTC, so an hour of new data changes only the
+  evaluation window: the tuned policy is taken from here and only the evaluation
+  replays run (:func:`optimizer.tuning.evaluate_policy`), which gives the outcome a
+  full search would. Any change of the tuning window's data, forecasts or settings
+  means a fresh search.
 
 Every entry is a parquet file plus a JSON document written after it (atomically,
 :mod:`capplan.atomic`; no pickle) that records the key and the parquet file's
-SHA-256. An entry whose document or file cannot be read, or whose file does not
+SHA-256; a tuned policy is a JSON document alone, recording its payload's SHA-256. An entry whose document or file cannot be read, or whose file does not
 match its hash, is *not trusted*: it is recomputed and the series gets a warning
 saying so. Entries are read and written by whichever process runs the series
 (with a remote Dask cluster the store must be a path every worker can reach,
@@ -151,15 +159,19 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _payload_sha(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
 class _Entries:
     """Parquet + JSON entries in one folder, keyed by fingerprint (see module docstring)."""
 
     def __init__(self, folder: Path):
         self.dir = Path(folder)
 
-    def read(self, key: str) -> tuple[pd.DataFrame, dict] | None | str:
-        """``(frame, document)``; None when there is no entry; a reason string when
-        the entry exists but cannot be trusted."""
+    def read(self, key: str) -> tuple[pd.DataFrame | None, dict] | None | str:
+        """``(frame, document)`` (frame None for a document-only entry); None when there is
+        no entry; a reason string when the entry exists but cannot be trusted."""
         doc_p, pq = self.dir / f"{key}.json", self.dir / f"{key}.parquet"
         if not doc_p.exists():
             return None
@@ -167,9 +179,14 @@ class _Entries:
             doc = json.loads(doc_p.read_text())
             if doc.get("key") != key:
                 return f"its document names key {str(doc.get('key'))[:12]}"
-            if _sha(pq) != doc.get("sha256"):
+            if "payload_sha256" in doc:  # a document-only entry
+                if _payload_sha(doc.get("payload")) != doc["payload_sha256"]:
+                    return "its payload does not match the recorded SHA-256"
+                frame = None
+            elif _sha(pq) != doc.get("sha256"):
                 return "its data file does not match the recorded SHA-256"
-            frame = pd.read_parquet(pq)
+            else:
+                frame = pd.read_parquet(pq)
         except (OSError, ValueError) as exc:  # unreadable file: recomputed, and the series is told
             return f"{type(exc).__name__}: {exc}"
         now = time.time()
@@ -184,6 +201,12 @@ class _Entries:
         pq = atomic.write_parquet(self.dir / f"{key}.parquet", frame)
         atomic.write_text(self.dir / f"{key}.json", json.dumps({**doc, "key": key, "sha256": _sha(pq)},
                                                                default=_plain) + "\n")
+
+    def write_doc(self, key: str, payload: dict) -> None:
+        """A document-only entry: ``payload`` (plain JSON values) and its SHA-256."""
+        payload = json.loads(json.dumps(payload, default=_plain))  # what a reader will see
+        atomic.write_text(self.dir / f"{key}.json", json.dumps(
+            {"key": key, "payload": payload, "payload_sha256": _payload_sha(payload)}) + "\n")
 
 
 def _note(notes: dict[str, list[str]], sids, what: str, reason: str) -> None:
@@ -293,10 +316,34 @@ OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "tria
 
 
 class SearchCache:
-    """Whole search outcomes per series (:func:`optimizer.tuning.search_one`), keyed by the task."""
+    """Whole search outcomes per series (:func:`optimizer.tuning.search_one`), keyed by the task,
+    and tuned policies (:func:`optimizer.tuning.tune_policy`), keyed by the tuning half's inputs."""
 
     def __init__(self, root: str | os.PathLike):
         self.entries = _Entries(Path(root) / "cache" / "search")
+        self.tuned = _Entries(Path(root) / "cache" / "tuning")
+
+    @staticmethod
+    def tuned_key(task) -> str:
+        """Fingerprint of :func:`optimizer.tuning.tune_key_parts` of ``task`` and the code."""
+        from optimizer.tuning import tune_key_parts
+
+        return fingerprint("tuning", tune_key_parts(task), code_fingerprint("search"))
+
+    def get_tuned(self, key: str):
+        """``(Tuned, "")``, or ``(None, reason)`` (``reason`` empty when there is no entry)."""
+        from optimizer.tuning import Tuned
+
+        got = self.tuned.read(key)
+        if got is None or isinstance(got, str):
+            return None, got or ""
+        try:
+            return Tuned(**got[1]["payload"]), ""
+        except (KeyError, TypeError) as exc:  # a document of another shape: recomputed
+            return None, f"{type(exc).__name__}: {exc}"
+
+    def put_tuned(self, key: str, tuned) -> None:
+        self.tuned.write_doc(key, dataclasses.asdict(tuned))
 
     @staticmethod
     def key(task) -> str:
@@ -339,7 +386,7 @@ class SearchCache:
 
 def prune(root: str | os.PathLike, keep_days: float = KEEP_DAYS) -> int:
     """Remove cache entries under ``root/cache`` last used more than ``keep_days`` ago:
-    rolling and search entries (document and data file), block model folders (whole).
+    rolling, search and tuning entries (document and data file), block model folders (whole).
     Returns how many entries went."""
     import shutil
 
@@ -353,7 +400,7 @@ def prune(root: str | os.PathLike, keep_days: float = KEEP_DAYS) -> int:
         if d.is_dir() and (not doc.exists() or doc.stat().st_mtime < cutoff) and not d.name.startswith("."):
             shutil.rmtree(d, ignore_errors=True)
             gone += 1
-    for kind in ("rolling", "search"):
+    for kind in ("rolling", "search", "tuning"):
         for doc in (base / kind).rglob("*.json"):
             try:
                 if doc.stat().st_mtime < cutoff:

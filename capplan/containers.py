@@ -91,7 +91,7 @@ class Forecasts:
     ``combination``: per series, how the combination was made; ``models``: per tier,
     registry models reused / fitted; ``reused``: per series, what was taken from the
     store's cache (:mod:`capplan.cache`): ``{"rolling": {model: {"reused": blocks,
-    "computed": blocks}}}``, and ``"search": "reused" | "computed"`` once the search
+    "computed": blocks}}}``, and ``"search": "reused" | "tuning_reused" | "computed"`` once the search
     stage has run; ``scores``: per series, model -> band -> backtest figures, computed
     where the series was combined (:func:`capplan.tasks.combine_one`; None: not yet,
     :func:`capplan.pipeline.backtest_stage` scores them)."""

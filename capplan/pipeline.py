@@ -322,8 +322,9 @@ def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
     baseline policies on the evaluation window, which the search never saw.
     One :func:`optimizer.tuning.search_one` task per series on ``executor``; a
     series whose search raises is left out and recorded in ``prep.failed``.
-    With ``cache_root`` an identical task's stored outcome is reused
-    (:func:`search_cached`) and ``fc.reused[series]["search"]`` says which."""
+    With ``cache_root`` an identical task's stored outcome, or else an identical
+    tuning window's tuned policy, is reused (:func:`search_cached`) and
+    ``fc.reused[series]["search"]`` says which (``reused``, ``tuning_reused``, ``computed``)."""
     tasks = _search_inputs(prep, fc, cfg, seed, cache_root)
     ex = executor or _LOCAL
     progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random) on the "

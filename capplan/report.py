@@ -170,8 +170,10 @@ class SeriesReport(_Model):
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
     reused: dict[str, Any] = Field(default_factory=dict, description="what this run took from the store's cache "
                                    "(capplan.cache) instead of computing: rolling -> model -> refit blocks reused / "
-                                   "computed / computed with their stored fit (fit_reused); search -> reused | computed (a reused search is the stored outcome of "
-                                   "an identical task: same data, forecasts, settings, seed and code). Empty without "
+                                   "computed / computed with their stored fit (fit_reused); search -> reused | tuning_reused | computed (a reused search is the "
+                                   "stored outcome of an identical task: same data, forecasts, settings, seed and code; "
+                                   "tuning_reused: the stored tuned policy of an identical tuning window, replayed on "
+                                   "the new evaluation window). Empty without "
                                    "a store")
 
 
@@ -224,7 +226,8 @@ class RunInfo(_Model):
                                                  description="Airflow runs: tier -> forecast run used")
     executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
-                                             "rolling_blocks {reused, computed, fit_reused} and search {reused, computed}")
+                                             "rolling_blocks {reused, computed, fit_reused} and search {reused, "
+                                             "tuning_reused, computed}")
 
 
 class Report(_Model):
@@ -249,12 +252,27 @@ class Report(_Model):
     def load(cls, path: str | Path) -> "Report":
         """Read ``report.json`` (a file, or a run folder holding one).
 
-        Raises FileNotFoundError, or pydantic.ValidationError for a document of another shape.
+        Raises FileNotFoundError, or :class:`capplan.errors.InputError` for a file that is not
+        JSON or a document of another shape (written by another capplan version, or edited),
+        naming the file, the first fields that differ and what to do.
         """
+        from pydantic import ValidationError
+
+        from capplan.errors import InputError
+
         p = Path(path)
         if p.is_dir():
             p = p / "report.json"
-        return cls.model_validate(json.loads(p.read_text()))
+        text = p.read_text()
+        try:
+            return cls.model_validate(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{p}: not JSON ({exc}); re-run `capplan plan` to write the run again") from None
+        except ValidationError as exc:
+            errs = exc.errors()
+            first = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errs[:3])
+            raise InputError(f"{p}: not a report of this capplan version ({len(errs)} fields differ, e.g. {first}); "
+                             "re-run `capplan plan` to write it again") from None
 
 
 def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: list, coverage_target: float,
@@ -306,7 +324,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
 
 def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
     """Totals of per-series ``reused`` records (:attr:`SeriesReport.reused`):
-    ``{"rolling_blocks": {"reused", "computed", "fit_reused"}, "search": {"reused", "computed"}}``
+    ``{"rolling_blocks": {"reused", "computed", "fit_reused"}, "search": {"reused", "tuning_reused", "computed"}}``
     (``fit_reused``: computed blocks that predicted with their stored fit); empty when nothing was cached."""
     out: dict[str, dict[str, int]] = {}
     for r in reused.values():
@@ -315,7 +333,7 @@ def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
             for k in t:
                 t[k] += st.get(k, 0)
         if "search" in r:
-            t = out.setdefault("search", {"reused": 0, "computed": 0})
+            t = out.setdefault("search", {"reused": 0, "tuning_reused": 0, "computed": 0})
             t[r["search"]] += 1
     return out
 

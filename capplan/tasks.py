@@ -34,7 +34,7 @@ from forecasting.reuse import fit_final
 from forecasting.tiers import make
 from forecasting.types import SeriesMeta, empty_forecast
 from optimizer.inputs import replay_input
-from optimizer.tuning import SearchOutcome, SearchTask, search_one
+from optimizer.tuning import SearchOutcome, SearchTask, evaluate_policy, search_one, tune_policy
 
 
 def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
@@ -295,9 +295,13 @@ class CachedSearch:
 
 
 def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
-    """``(outcome, "reused" | "computed", note)``: the stored outcome of an identical
-    search task (:class:`capplan.cache.SearchCache`), else :func:`optimizer.tuning.search_one`,
-    stored for the next run. ``note`` says when a stored entry was not trusted."""
+    """``(outcome, status, note)`` of one series' search with the store's cache
+    (:class:`capplan.cache.SearchCache`): ``status`` is ``reused`` (the stored outcome of an
+    identical search task), ``tuning_reused`` (the stored tuned policy of an identical tuning
+    window, :func:`optimizer.tuning.tune_policy`, replayed on the new evaluation window by
+    :func:`optimizer.tuning.evaluate_policy`: the hourly case) or ``computed``
+    (:func:`optimizer.tuning.search_one`); what is computed is stored for the next run.
+    ``note`` says when a stored entry was not trusted."""
     task = item.task()
     if not item.cache_root:
         return search_one(task), "computed", ""
@@ -306,6 +310,14 @@ def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
     oc, why = cache.get(key)
     if oc is not None:
         return oc, "reused", ""
-    oc = search_one(task)
+    tkey = cache.tuned_key(task)
+    tuned, twhy = cache.get_tuned(tkey)
+    status = "tuning_reused"
+    if tuned is None:
+        tuned, status = tune_policy(task), "computed"
+        cache.put_tuned(tkey, tuned)
+    oc = evaluate_policy(task, tuned)
     cache.put(key, oc)
-    return oc, "computed", f"cache: search entry not trusted ({why}); recomputed" if why else ""
+    notes = [f"cache: {what} entry not trusted ({r}); recomputed" for what, r in (("search", why), ("tuning", twhy))
+             if r]
+    return oc, status, "; ".join(notes)

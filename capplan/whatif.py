@@ -105,6 +105,7 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     Raises
     ------
     KeyError: the series is not in the run.
+    InputError: ``report.json`` is not a report of this capplan version (:meth:`Report.load`).
     FileNotFoundError: the run folder lacks ``report.json``, ``history.parquet``
         or ``backtest.parquet``.
     """

@@ -22,6 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from capplan.config import CapplanConfig, load_config
+from capplan.errors import InputError
 from capplan.store import Store
 
 if TYPE_CHECKING:
@@ -206,7 +207,11 @@ def page(title: str) -> tuple[RunCtx, "Report"]:
     run's report and its caption. Returns ``(run, report)``."""
     st.header(title)
     ctx = current_run()
-    rep = report(*ctx.key)
+    try:
+        rep = report(*ctx.key)
+    except InputError as exc:  # another version's or an edited report.json: say which and what to do
+        st.error(str(exc))
+        st.stop()
     run_caption(ctx, rep)
     return ctx, rep
 

@@ -93,7 +93,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         if any(np.isnan(v).any() for v in inp.week_mean.values()):
             notes.append("replay: no weekly forecast before part of the window; the last observed demand was used")
     else:
-        hr = comb[(comb["timestamp"] - comb["issued_at"]) <= pd.Timedelta("1h")]
+        # forecasts issued after the window's last step serve no step of it; leaving them out keeps the
+        # tuning window's input unchanged when new data arrives (capplan.cache reuses its tuned policy)
+        hr = comb[((comb["timestamp"] - comb["issued_at"]) <= pd.Timedelta("1h")) & (comb["issued_at"] <= end)]
         if len(hr):
             issued, idx = latest_before(hr, times)
             hr = hr.sort_values(["issued_at", "timestamp"])

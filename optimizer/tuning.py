@@ -160,11 +160,39 @@ class SearchOutcome:
         return {k: regret(m.cost_usd, self.oracle.cost_usd) for k, m in pol.items()}
 
 
-def search_one(task: SearchTask) -> SearchOutcome:
-    """Tune one series on its tuning window; replay tuned, random-search and
-    baseline policies on its evaluation window."""
+@dataclass
+class Tuned:
+    """The tuning half of one series' search: everything :func:`search_one` decides on the
+    tuning window alone, in plain JSON values (:class:`capplan.cache.SearchCache` stores it).
+
+    ``params``: the tuned policy (before the plan's top-up margin, which comes from the
+    evaluation window); ``tuning``: objectives on the tuning window (USD, or the daily
+    regret score); ``trials``: one dict per evaluation; ``notes``: the tuning's notes
+    (ties, a kept scan, a rival recommended); ``random_params``: the random search's best
+    policy (None without one); ``recommended_policy``: ``searched``, ``baseline`` or a peer.
+    """
+
+    params: dict
+    tuning: dict
+    trials: list[dict]
+    notes: list[str]
+    random_params: dict | None
+    recommended_policy: str = "searched"
+
+
+def tune_key_parts(task: SearchTask) -> tuple:
+    """What :func:`tune_policy` depends on: the kind, the tuning window's replay input, the
+    settings and the seed (not the evaluation window, the series' name or its input notes).
+    Windows start at midnight UTC (:func:`forecasting.backtest.split_windows`), so an hour
+    of new data leaves these unchanged and only :func:`evaluate_policy` reruns."""
+    return task.kind, task.tune, task.settings, task.seed
+
+
+def tune_policy(task: SearchTask) -> Tuned:
+    """The tuning half of :func:`search_one`: the scan, the Gaussian-process (and random)
+    search, the refinement rule and the rivals on ``task.tune`` only (module docstring)."""
     pc = task.settings
-    tune, evalw = task.tune, task.evalw
+    tune = task.tune
     d = tune.demand[np.isfinite(tune.demand)]
     mean_d = float(d.mean()) if len(d) else 0.0
     ref_cost = max(mean_d, 1e-6) * len(tune.times) * tune.step_s / 3600 * tune.price.on_demand * tune.gpus_per_unit
@@ -186,14 +214,14 @@ def search_one(task: SearchTask) -> SearchOutcome:
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": obj(tpr.baseline(tune)[0]),
               "reference_cost_usd": ref_cost, "coverage_target_while_tuning": target, "coverage_objective": by,
               "selection_score": pc.selection_score if score else "cost"}
-    rnd_eval = None
+    rnd_params = None
     if pc.random_search:
         rnd = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "random",
                          coverage_by=by, start=start, score=score)
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
-        rnd_eval = pr.replay(rnd.best_params, evalw)[0]
-    notes = list(task.notes) + ([why] if why else [])
+        rnd_params = rnd.best_params.model_dump()
+    notes = [why] if why else []
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
     gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:
@@ -230,14 +258,7 @@ def search_one(task: SearchTask) -> SearchOutcome:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    if best_params.model_dump().get("topup_quantile") in LEVELS:  # the plan's next hour adds the latest margin
-        m = evalw.topup_margin.get(best_params.topup_quantile)
-        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
-        best_params = best_params.model_copy(update={"topup_margin_gpus": last})
-    rec, rec_series = pr.replay(best_params, evalw)
-    bl, bl_series = pr.baseline(evalw)
-    peers_eval = pr.peers(evalw)
-    chosen, searched = "searched", None
+    chosen = "searched"
     rivals = {"baseline": tuning["baseline_objective"]}
     for name, (m, _) in tpr.peers(tune).items():
         rivals[name] = tuning[f"{name}_objective"] = obj(m)
@@ -248,14 +269,40 @@ def search_one(task: SearchTask) -> SearchOutcome:
         notes.append(f"policy: the {best_rival} policy beat the searched policy on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
                      f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
+    return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
+
+
+def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
+    """The evaluation half of :func:`search_one`: replay the tuned, random-search, baseline
+    and peer policies and the perfect-foresight limit on ``task.evalw``, which the tuning
+    never saw. ``notes`` = the task's input notes, then the tuning's."""
+    pr = PolicyReplay(task.kind, task.settings, task.seed)
+    evalw = task.evalw
+    best_params = pr.params(tuned.params)
+    if best_params.model_dump().get("topup_quantile") in LEVELS:  # the plan's next hour adds the latest margin
+        m = evalw.topup_margin.get(best_params.topup_quantile)
+        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
+        best_params = best_params.model_copy(update={"topup_margin_gpus": last})
+    rnd_eval = pr.replay(pr.params(tuned.random_params), evalw)[0] if tuned.random_params is not None else None
+    rec, rec_series = pr.replay(best_params, evalw)
+    bl, bl_series = pr.baseline(evalw)
+    peers_eval = pr.peers(evalw)
+    chosen, searched = tuned.recommended_policy, None
+    if chosen != "searched":
         searched = rec
         rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, tuning, trials, replay, notes,
-                         peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
-                         recommended_policy=chosen, searched=searched)
+    return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
+                         list(task.notes) + list(tuned.notes), peers={k: m for k, (m, _) in peers_eval.items()},
+                         oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched)
+
+
+def search_one(task: SearchTask) -> SearchOutcome:
+    """Tune one series on its tuning window (:func:`tune_policy`); replay the tuned, random-search,
+    baseline and peer policies on its evaluation window (:func:`evaluate_policy`)."""
+    return evaluate_policy(task, tune_policy(task))
 
 
 def selection_score(kind: str, how: str, tune: ReplayInput, target: float, ref_cost: float, penalty: float,

@@ -64,15 +64,17 @@ def _payload(rep) -> dict:
 
 def test_warm_runs_reuse_blocks_fits_and_searches_and_equal_a_cold_run(cold_warm):
     d, cold, later, again, files = cold_warm
-    for kind in ("rolling", "search", "models"):
+    for kind in ("rolling", "search", "tuning", "models"):
         assert any(str(f).startswith(f"cache/{kind}/") for f in files), kind
     rc, rl, ra = cold.run.reuse, later.run.reuse, again.run.reuse
     n = rc["rolling_blocks"]["computed"]
     assert rc["rolling_blocks"] == {"reused": 0, "computed": n, "fit_reused": 0} and rc["search"]["computed"] == 1
     # an hour later: the blocks before the last are reused, the last ones predict with their stored fit
     assert 0 < rl["rolling_blocks"]["reused"] < n and rl["rolling_blocks"]["fit_reused"] > 0
+    # ... and the tuning window (whole days) is unchanged: its tuned policy is replayed on the new evaluation window
+    assert rl["search"] == {"reused": 0, "tuning_reused": 1, "computed": 0}
     assert ra["rolling_blocks"] == {"reused": n, "computed": 0, "fit_reused": 0} and ra["search"] == {
-        "reused": 1, "computed": 0}
+        "reused": 1, "tuning_reused": 0, "computed": 0}
     assert again.series[SERIES[0]].reused["search"] == "reused"
     assert _payload(later) == _payload(cold) == _payload(again)
     for name in ("backtest", "replay"):  # rolling-origin forecasts and the evaluation replays
@@ -138,3 +140,20 @@ def test_the_search_cache_stores_every_field_of_a_search_outcome():
     from optimizer.tuning import SearchOutcome
 
     assert {f.name for f in dataclasses.fields(SearchOutcome)} == set(OUTCOME_FIELDS)
+
+
+def test_a_tuned_policy_round_trips_and_a_tampered_one_is_not_trusted(tmp_path):
+    from optimizer.tuning import Tuned
+
+    c = SearchCache(tmp_path)
+    t = Tuned(params={"a": 1.5, "q": "p90"}, tuning={"gp_objective": np.float64(12.25)},
+              trials=[{"params": {"a": 1.5}, "objective": 3.0}], notes=["tuning: n"], random_params=None,
+              recommended_policy="reactive")
+    c.put_tuned("k", t)
+    got, why = c.get_tuned("k")
+    assert why == "" and got == Tuned(**{**t.__dict__, "tuning": {"gp_objective": 12.25}})
+    doc = tmp_path / "cache" / "tuning" / "k.json"
+    doc.write_text(doc.read_text().replace("reactive", "baseline"))
+    got, why = c.get_tuned("k")
+    assert got is None and "SHA-256" in why
+    assert c.get_tuned("absent") == (None, "")

@@ -109,3 +109,17 @@ def test_scores_on_too_few_points_are_marked(fixture_run, tmp_path, monkeypatch)
     assert len(table) and (table["note"] == f"too few points (< {MIN_SCORE_POINTS})").all()
     assert any("fewer than 24 points" in w.value for w in at.warning)
     assert not any("Lowest MASE" in c.value for c in at.caption)
+
+
+def test_a_report_of_another_version_shows_an_error_not_a_traceback(fixture_run, tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    shutil.copytree(fixture_run["store"], store)
+    run_dir = store / "runs" / fixture_run["run_id"]
+    doc = json.loads((run_dir / "report.json").read_text())
+    for s in doc["series"].values():
+        del s["recommended"]  # e.g. a report.json written before a field existed
+    (run_dir / "report.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("CAPPLAN_STORE", str(store))
+    at = _app(PAGES / "plan.py").run()
+    _ok(at)
+    assert any("not a report of this capplan version" in e.value and "capplan plan" in e.value for e in at.error)

@@ -154,14 +154,14 @@ def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
     from optimizer import tuning
     from tests.conftest import run_cli
 
-    real = tuning.search_one
+    real = tuning.tune_policy
 
     def flaky(task):
         if task.series_id == "infer/azure-llm-conv":
             raise RuntimeError("simulated solver crash")
         return real(task)
 
-    monkeypatch.setattr(tasks, "search_one", flaky)
+    monkeypatch.setattr(tasks, "tune_policy", flaky)  # the search's tuning half (with a store, search_cached runs it)
     cfg = tmp_path / "fast.yaml"  # its own store: the session plan's store stays as the dashboard tests expect
     cfg.write_text(FAST_CONFIG)
     out = tmp_path / "out"

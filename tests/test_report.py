@@ -32,6 +32,23 @@ def test_plan_report_validates_against_the_schema_and_loads_typed(plan_run):
     assert "logical_date" not in doc["run"]  # Airflow-only fields are left out of CLI runs
 
 
+def test_a_report_of_another_shape_is_an_input_error_naming_the_file(plan_run, tmp_path):
+    """An edited or older report.json: InputError (exit 2) naming the file and the field, not a traceback."""
+    from capplan.errors import InputError
+    from capplan.report import Report
+
+    out, _, _ = plan_run
+    doc = json.loads((out / "report.json").read_text())
+    sid = next(iter(doc["series"]))
+    del doc["series"][sid]["recommended"]
+    (tmp_path / "report.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"report\.json: not a report of this capplan version .*recommended"):
+        Report.load(tmp_path)
+    (tmp_path / "report.json").write_text("{truncated")
+    with pytest.raises(InputError, match="not JSON"):
+        Report.load(tmp_path)
+
+
 def test_the_plan_section_is_typed_per_kind_and_keeps_its_json_keys(plan_run):
     """`plan` loads as TrainingPlan or InferencePlan by the series' kind, and dumps to the same JSON
     (same keys in the same order, no null added for an absent top-up)."""
