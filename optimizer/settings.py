@@ -96,10 +96,8 @@ class SearchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     coverage_target: float = Field(default=0.95, gt=0, le=1)
     penalty: float = Field(default=0.5, ge=0)
-    coverage_margin: float = Field(default=0.0, ge=0, le=0.2,
-                                   description="added to coverage_target while tuning (a fixed safety margin; "
-                                   "0 by default: the 'lcb' coverage objective already subtracts one standard "
-                                   "error of the tuning window's daily coverages, optimizer.search)")
+    coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
+                                   description="added to coverage_target while tuning (a safety margin)")
     selection_score: Literal["cost", "daily_regret_q75"] = Field(
         default="cost", description="how training policies are ranked on the tuning window: its cost plus the "
         "coverage penalty ('cost'), or the upper quartile over its days of each day's cost / that day's perfect-"
