@@ -7,7 +7,9 @@ with no hourly top-up at all, and the first burst after it goes unmet. On the
 embedded sample (``train/vcJkd``: demand in 2 of the tuning week's 168 hours)
 and on unseen Helios traces (``train/vcira``) that choice covered 0.924 and
 0.943 of the evaluation window, below the seeds' rule; with an hourly top-up
-required it covered 0.984 and 0.951 (README, issue 12 figures).
+required the searched policies cover 0.984 and 0.951 (on ``vcJkd`` the
+naive-conformal peer, cheaper on the idle tuning week, is recommended instead
+and covers 0.971; README, issue 12 figures of session 6).
 
 **Classification.** A window is intermittent when its *average demand
 interval* (ADI: known steps per step with demand above 0) is at least
