@@ -46,7 +46,7 @@ from forecasting.hindsight import hindsight_mase  # noqa: E402
 from forecasting.metrics import seasonal_scale  # noqa: E402
 
 #: every model the hindsight bound may combine: the combination's members and the peers
-BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet", "autoets")
+BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "autoets")
 STEP = pd.Timedelta("5min")
 
 

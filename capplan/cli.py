@@ -93,3 +93,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_INTERNAL)
     # with standalone_mode=False click returns the code of typer.Exit(n) instead of raising
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+if __name__ == "__main__":  # python -m capplan.cli, as python -m capplan
+    main()

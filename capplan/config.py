@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError
+from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.prices import GpuPrice, default_price_book
 from optimizer.settings import SearchSettings
@@ -383,6 +384,28 @@ def _describe(err: dict, path: Path) -> str:
     return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"
 
 
+def _duplicate_key(node) -> tuple[str, int] | None:
+    """The first key that appears twice in one mapping of a composed YAML document (``yaml.compose``:
+    nodes only, nothing constructed), as ``(key, line)``; None when there is none."""
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                return (key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}", key) else "(not shown)",
+                        k.start_mark.line + 1)
+            seen.add(key)
+            found = _duplicate_key(v)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for v in node.value:
+            found = _duplicate_key(v)
+            if found:
+                return found
+    return None
+
+
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     """Read and validate a config file; ``None`` gives the defaults.
 
@@ -397,12 +420,18 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     if not p.is_file():
         raise InputError(f"config {p}: file not found")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        text = p.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) or {}
+        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
+        if dup is not None:
+            raise InputError(f"config {p}: key {dup[0]!r} appears twice in one mapping (line {dup[1]}); "
+                             "YAML would keep only the last value")
+    except UnicodeDecodeError:  # a binary or otherwise encoded file: never shown
+        raise InputError(f"config {p}: not UTF-8 text; pass a capplan.yaml") from None
+    except OSError as exc:
+        raise InputError(f"config {p}: cannot read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
-        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"config {p}: invalid YAML{at}: {what}") from None
+        raise InputError(f"config {p}: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise InputError(f"config {p}: expected a mapping at the top level")
     try:

@@ -58,7 +58,9 @@ from optimizer.tuning import SearchOutcome, SearchTask
 
 # 1 ------------------------------------------------------------------------------
 def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None, timezone: str = "UTC") -> LoadedHistory:
-    """Load a source and keep the requested series.
+    """Load a source and keep the requested series; the others stay in ``context``, which
+    only the cluster-wide outage rule reads (so a series' data does not depend on the
+    selection, :func:`forecasting.regularise.regularise`).
 
     Raises InputError for an unknown ``--series`` id (listing the known ones).
     """
@@ -69,7 +71,9 @@ def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None,
         if unknown:
             shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
             raise InputError(f"--series {', '.join(unknown)}: not in {loaded.label or source}; known: {shown}")
-        loaded.frame = loaded.frame[loaded.frame["series_id"].isin(series)].reset_index(drop=True)
+        keep = loaded.frame["series_id"].isin(series)
+        loaded.context = loaded.frame[~keep].reset_index(drop=True)  # for the cluster-wide outage rule only
+        loaded.frame = loaded.frame[keep].reset_index(drop=True)
     if loaded.frame.empty:
         raise InputError(f"{loaded.label or source}: no data")
     for sid in loaded.frame["series_id"].unique():
@@ -79,8 +83,11 @@ def load_stage(source: str, cfg: CapplanConfig, series: list[str] | None = None,
 
 # 2 ------------------------------------------------------------------------------
 def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
-    """Regularise to 5 minutes, aggregate to hours, split windows per series."""
-    h5, rep = regularise(loaded.frame)
+    """Regularise to 5 minutes, aggregate to hours, split windows per series. A series with
+    no observed value at all is listed in ``failed`` (stage ``regularise``) and left out.
+
+    Raises InputError when no series has an observed value."""
+    h5, rep = regularise(loaded.frame, context=loaded.context)
     h1 = to_hourly(h5)
     windows, notes = {}, {}
     for sid, g in h5.groupby("series_id"):
@@ -95,7 +102,13 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         windows[sid] = w
     native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
               for sid in windows if loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
-    return Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
+    prep = Prepared(h5, h1, loaded.meta, windows, rep, notes, {k: v for k, v in native.items() if v is not None})
+    observed = h5.groupby("series_id")["value"].count()
+    empty = {sid: Failed(f"InputError: series {sid}: every value is missing (no observed demand); check its "
+                         "query or file") for sid in windows if observed.get(sid, 0) == 0}
+    if empty and len(empty) == len(windows):
+        raise InputError(f"{loaded.label or 'source'}: every value of every series is missing (no observed demand)")
+    return prep.drop("regularise", empty) if empty else prep
 
 
 # 3 ------------------------------------------------------------------------------

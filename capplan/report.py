@@ -197,7 +197,7 @@ class SeriesReport(_Model):
 class SeriesFailure(_Model):
     """A series dropped after an error of its own (the rest of the run completed)."""
 
-    stage: str = Field(description="the stage it failed in: forecast or search")
+    stage: str = Field(description="the stage it failed in: regularise (no observed value), forecast or search")
     error: str = Field(description="exception type and message")
     where: str = Field(default="", description="file:line of the raising frame")
 

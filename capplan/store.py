@@ -45,6 +45,7 @@ from urllib.parse import quote, unquote
 import pandas as pd
 
 from capplan import atomic
+from capplan.errors import InputError
 from forecasting.keys import file_key
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
 
@@ -104,13 +105,28 @@ class Store:
         return self.history_dir / f"{key}.parquet", self.history_dir / f"{key}.json"
 
     def read_series(self, series_id: str) -> tuple[pd.DataFrame, SeriesMeta, dict]:
-        """One series' history, metadata and pull state. Raises KeyError if absent."""
+        """One series' history, metadata and pull state.
+
+        Raises KeyError if absent; InputError naming the file when its history (parquet) or
+        document (JSON) cannot be read (a damaged store: remove the two files and run
+        ``capplan ingest`` again)."""
+        from pydantic import ValidationError
+
         p, doc_p = self._paths(series_id)
         if not p.exists():
             raise KeyError(series_id)
-        frame = pd.read_parquet(p)
-        doc = json.loads(doc_p.read_text()) if doc_p.exists() else {}
-        return frame, SeriesMeta(**doc.get("meta", {})), doc.get("state", {})
+        redo = f"remove it and its .json/.parquet twin, then run `capplan ingest` again for {series_id!r}"
+        try:
+            frame = pd.read_parquet(p)
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise InputError(f"store {p}: cannot read the stored history ({type(exc).__name__}); {redo}") from None
+        try:
+            doc = json.loads(doc_p.read_text()) if doc_p.exists() else {}
+            meta = SeriesMeta(**doc.get("meta", {}))
+        except (OSError, ValueError, AttributeError, TypeError) as exc:  # ValidationError is a ValueError
+            what = "invalid metadata" if isinstance(exc, ValidationError) else type(exc).__name__
+            raise InputError(f"store {doc_p}: cannot read the series document ({what}); {redo}") from None
+        return frame, meta, doc.get("state", {})
 
     def read_history(self, series_ids: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, SeriesMeta]]:
         """History frame and metadata of the given (default: all) series."""

@@ -112,14 +112,7 @@ def refit_blocks(prep: Prepared, name: str) -> list[dict[str, list[pd.Timestamp]
     """The origins of each refit block of model ``name`` (its ``refit_every``), per series,
     in the order :func:`forecasting.backtest.rolling_forecasts` fits them: each block is
     one fit, so :func:`rolling_block` on each gives the same forecasts as one call on all."""
-    proto = make(name)
-    refit = pd.Timedelta(proto.refit_every) if proto.refit_every else None
-    blocks: dict[int, dict[str, list[pd.Timestamp]]] = {}
-    for sid, ors in origin_map(prep).items():
-        for o in ors:
-            k = int((o - ors[0]) // refit) if refit is not None else 0
-            blocks.setdefault(k, {}).setdefault(sid, []).append(o)
-    return [blocks[k] for k in sorted(blocks)]
+    return bt.refit_blocks(origin_map(prep), make(name).refit_every)
 
 
 @dataclass

@@ -27,7 +27,10 @@ from forecasting.types import FORECAST_COLUMNS, QCOLS
 
 STEP = pd.Timedelta("5min")
 PLAN_STEPS = 2016  # 7 days of 5-minute steps
-ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive")
+#: the combination's members: the tiers, the two benchmarks, and the robust members
+#: (:mod:`forecasting.tiers.robust`: the recent median level, the last value reverting to it,
+#: the week's median daily profile)
+ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile")
 
 
 @dataclass

@@ -120,6 +120,20 @@ def expand_to_grid(f: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def refit_blocks(origin_map: dict[str, list[pd.Timestamp]], refit_every: str | None
+                 ) -> list[dict[str, list[pd.Timestamp]]]:
+    """The origins of each refit block, per series, in fitting order: block ``k`` holds each
+    series' origins ``o`` with ``(o - its first origin) // refit_every == k`` (one block
+    without ``refit_every``); each block is one fit of :func:`rolling_forecasts`."""
+    refit = pd.Timedelta(refit_every) if refit_every else None
+    blocks: dict[int, dict[str, list[pd.Timestamp]]] = {}
+    for sid, ors in origin_map.items():
+        for o in ors:
+            k = int((o - ors[0]) // refit) if refit is not None else 0
+            blocks.setdefault(k, {}).setdefault(sid, []).append(o)
+    return [blocks[k] for k in sorted(blocks)]
+
+
 def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame, meta: dict[str, SeriesMeta],
                       origin_map: dict[str, list[pd.Timestamp]], seed: int = 0, options: dict | None = None,
                       progress=None, cap_leads: bool = True, cache=None
@@ -152,18 +166,10 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
     hourly = proto.step == "1h"
     data = history1h if hourly else history5
     to_model = (lambda o: o + STEP - pd.Timedelta("1h")) if hourly else (lambda o: o)
-    refit = pd.Timedelta(proto.refit_every) if proto.refit_every else None
-    blocks: dict[int, dict[str, list[pd.Timestamp]]] = {}
-    for sid, ors in origin_map.items():
-        if not ors:
-            continue
-        for o in ors:
-            k = int((o - ors[0]) // refit) if refit is not None else 0
-            blocks.setdefault(k, {}).setdefault(sid, []).append(o)
+    blocks = refit_blocks(origin_map, proto.refit_every)
     frames, fallbacks, warns = [], {}, {}
     by_sid = {sid: g for sid, g in data.groupby("series_id")}
-    for i, k in enumerate(sorted(blocks)):
-        ors = blocks[k]
+    for i, ors in enumerate(blocks):
         train = pd.concat([by_sid[s][by_sid[s]["timestamp"] <= to_model(o[0])] for s, o in ors.items() if s in by_sid],
                           ignore_index=True)
         key = hit = None

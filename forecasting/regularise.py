@@ -34,7 +34,7 @@ class RegulariseReport:
     """What :func:`regularise` changed. All counts are grid points, per series."""
 
     exact_duplicates: int = 0
-    conflicting_duplicates: int = 0
+    conflicting_duplicates: dict[str, int] = field(default_factory=dict)
     negatives_clipped: dict[str, int] = field(default_factory=dict)
     gaps_filled: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
@@ -44,6 +44,9 @@ class RegulariseReport:
     def notes(self, series_id: str) -> list[str]:
         """Human-readable lines for one series (empty when nothing changed)."""
         out = []
+        if self.conflicting_duplicates.get(series_id):
+            out.append(f"regularise: {self.conflicting_duplicates[series_id]} timestamps had several different "
+                       "values; the largest was kept (demand is a peak)")
         if self.negatives_clipped.get(series_id):
             out.append(f"regularise: {self.negatives_clipped[series_id]} negative values clipped to 0")
         if self.gaps_filled.get(series_id):
@@ -61,6 +64,7 @@ def regularise(
     step: str = "5min",
     max_gap_fill: int = 3,
     outage_min_series: int = 3,
+    context: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, RegulariseReport]:
     """Regularise a tidy history frame onto a fixed grid.
 
@@ -73,6 +77,11 @@ def regularise(
     max_gap_fill: longest run of missing grid points that is interpolated.
     outage_min_series: least number of series that must all read 0 at once to
         call it a cluster-wide outage.
+    context: the source's other series (same columns), used only to find
+        cluster-wide outages: a run of some series (``capplan plan --series``)
+        marks the same outages as a run of them all, so a series' data, and so
+        its plan, does not depend on which other series share the run. Not
+        regularised or returned.
 
     Returns
     -------
@@ -96,7 +105,9 @@ def regularise(
     h = h.drop_duplicates()
     rep.exact_duplicates = n0 - len(h)
     dup = h.duplicated(["series_id", "timestamp"], keep=False)
-    rep.conflicting_duplicates = int(h.loc[dup, ["series_id", "timestamp"]].drop_duplicates().shape[0])
+    if dup.any():
+        rep.conflicting_duplicates = (h.loc[dup, ["series_id", "timestamp"]].drop_duplicates()
+                                      .groupby("series_id").size().astype(int).to_dict())
 
     neg = h["value"] < 0
     if neg.any():
@@ -107,10 +118,18 @@ def regularise(
     raw = {sid: g.set_index("timestamp")["value"].sort_index().resample(step).max()
            for sid, g in h.groupby("series_id", sort=True)}
 
-    # 2. cluster-wide all-zero outages, found on the readings themselves (before any interpolation)
+    # 2. cluster-wide all-zero outages, found on the readings themselves (before any interpolation),
+    # over every series of the source (the context's too)
+    pool = dict(raw)
+    if context is not None and len(context):
+        c = context[~context["series_id"].isin(raw)]
+        c = c.assign(timestamp=c["timestamp"].dt.tz_convert("UTC").astype("datetime64[ns, UTC]"),
+                     value=c["value"].astype("float64").clip(lower=0.0))
+        pool.update({sid: g.set_index("timestamp")["value"].sort_index().resample(step).max()
+                     for sid, g in c.groupby("series_id", sort=True)})
     bad_ts = pd.DatetimeIndex([], tz="UTC")
-    if len(raw) >= outage_min_series:
-        wide = pd.concat(raw, axis=1)
+    if len(pool) >= outage_min_series:
+        wide = pd.concat(pool, axis=1)
         present = wide.notna()
         all_zero = (wide.fillna(0.0) == 0.0).all(axis=1) & (present.sum(axis=1) >= outage_min_series)
         busy_before = wide.fillna(0.0).sum(axis=1).shift(1).fillna(0.0) > 0

@@ -89,6 +89,12 @@ class InferenceBounds(_Bounds):
     prescale_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
     max_replicas: int | None = Field(default=None, ge=1)
 
+    @model_validator(mode="after")
+    def _min_below_max(self):
+        if self.max_replicas is not None and self.min_replicas is not None and self.min_replicas[1] > self.max_replicas:
+            raise ValueError(f"min_replicas: high {self.min_replicas[1]} is above max_replicas {self.max_replicas}")
+        return self
+
 
 class SearchSettings(BaseModel):
     """Policy search and replay options (see :mod:`optimizer.search` for the objective)."""

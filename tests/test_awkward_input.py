@@ -86,7 +86,8 @@ def test_duplicates_are_aggregated(awkward):
     prep, _ = awkward
     g = prep.h5[prep.h5["series_id"] == "dup"]
     assert g["timestamp"].is_unique and len(g) == N
-    assert prep.report.exact_duplicates > 0 and prep.report.conflicting_duplicates > 0
+    assert prep.report.exact_duplicates > 0 and prep.report.conflicting_duplicates.get("dup", 0) > 0
+    assert any("several different values" in n for n in prep.notes["dup"])
 
 
 def test_irregular_grid_is_regularised(awkward):

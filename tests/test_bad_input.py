@@ -53,6 +53,12 @@ def test_implausible_values_become_missing_with_a_note(tmp_path, bad):
     assert len(note) == 1 and note[0].startswith("a: 1 implausible") and "row 7" in note[0]
 
 
+def test_uniformly_huge_values_are_implausible_too(tmp_path):
+    h = load_source(f"csv:{write_csv(tmp_path / 'd.csv', values=['1e300'] * len(T))}")
+    assert h.frame["value"].isna().all()
+    assert any(n.startswith(f"a: {len(T)} implausible") for n in h.notes)
+
+
 def test_plausible_peaks_are_kept():
     x = np.r_[np.zeros(500), [4000.0], np.full(10, 2.0)]  # a sparse pool: median 0, one big burst
     f = pd.DataFrame({"series_id": "a", "timestamp": pd.date_range("2024-01-01", periods=len(x), freq="5min",
@@ -172,3 +178,123 @@ def test_ingested_dot_id_is_planned_not_dropped(tmp_path, capsys):
     st.write_series(".team", pd.DataFrame({"series_id": ".team", "timestamp": T, "value": demand()}), SeriesMeta())
     h = load_source(f"store:{tmp_path / 'store'}")
     assert list(h.frame["series_id"].unique()) == [".team"]
+
+
+@pytest.mark.parametrize("cmd", ["plan", "backtest"])
+@pytest.mark.parametrize("value", ["", ",", " , "])
+def test_an_empty_series_flag_exits_2_not_every_series(tmp_path, capsys, cmd, value):
+    code, out, err = run_cli([cmd, "--series", value, "--out", str(tmp_path / "o"), "-q"] if cmd == "plan"
+                             else [cmd, "--series", value, "-q"], capsys)
+    assert code == 2 and "--series: no series id given" in err and out == ""
+
+
+def test_out_that_is_not_a_capplan_output_is_refused_before_any_work(tmp_path, capsys):
+    """--out replaces the whole folder: a file, a folder of other files or the store is refused (exit 2) and
+    left as it was; an empty folder or a previous output (report.json) is accepted (checked elsewhere)."""
+    f = tmp_path / "notes.txt"
+    f.write_text("keep me")
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "thesis.txt").write_text("keep me too")
+    for out, why in ((f, "is a file"), (home, "not a capplan output")):
+        code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
+        assert code == 2 and f"--out {out}: " in err and why in err and stdout == ""
+    assert f.read_text() == "keep me" and (home / "thesis.txt").read_text() == "keep me too" and (home / "sub").is_dir()
+    code, _, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(tmp_path / "o"), "--output",
+                            str(home), "-q"], capsys)
+    assert code == 2 and "--output" in err and "is a folder" in err
+
+
+@pytest.mark.parametrize("stamp,why", [("2024-03-10 02:30:00", "does not exist"), ("2024-11-03 01:30:00", "happens twice")])
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_naive_local_times_a_dst_change_skips_or_repeats_exit_2(tmp_path, capsys, stamp, why, fmt):
+    ts = pd.to_datetime(pd.Series(["2024-03-09 00:00:00", stamp]))
+    df = pd.DataFrame({"series_id": "pool/a", "timestamp": ts if fmt == "parquet" else ts.astype(str), "value": 1.0})
+    p = tmp_path / f"d.{fmt}"
+    df.to_parquet(p, index=False) if fmt == "parquet" else df.to_csv(p, index=False)
+    code, _, err = run_cli(["plan", "--source", f"{fmt}:{p}", "--timezone", "America/New_York",
+                            "--out", str(tmp_path / "o"), "-q"], capsys)
+    line = one_line(err)
+    assert code == 2 and f"{p}: row 3: column timestamp: {stamp} {why} in --timezone America/New_York" in line
+
+
+def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, capsys):
+    p = tmp_path / "c.yaml"
+    p.write_bytes(b"\xff\xfe\x00secret-\x9c")
+    code, out, err = run_cli(["plan", "--config", str(p), "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and f"config {p}: not UTF-8 text" in one_line(err) and "secret" not in out + err
+
+
+def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
+    ts = pd.date_range("2026-01-01", periods=24 * 12 * 3, freq="5min", tz="UTC")
+    df = pd.concat([pd.DataFrame({"series_id": "pool/nan", "timestamp": ts, "value": np.nan}),
+                    pd.DataFrame({"series_id": "pool/ok", "timestamp": ts, "value": 4.0 + (ts.hour > 12)})])
+    p = tmp_path / "d.csv"
+    df.to_csv(p, index=False)
+    cfg = tmp_path / "fast.yaml"
+    cfg.write_text(FAST_CONFIG)
+    code, out, err = run_cli(["plan", "--config", str(cfg), "--source", f"csv:{p}", "--out", str(tmp_path / "o"),
+                              "--format", "json", "-q"], capsys)
+    rep = json.loads(out)
+    assert code == 3 and list(rep["series"]) == ["pool/ok"]
+    assert rep["failed"]["pool/nan"]["stage"] == "regularise" and "every value is missing" in rep["failed"]["pool/nan"]["error"]
+    only = tmp_path / "nan.csv"
+    df[df["series_id"] == "pool/nan"].to_csv(only, index=False)
+    code, _, err = run_cli(["plan", "--source", f"csv:{only}", "--out", str(tmp_path / "o2"), "-q"], capsys)
+    assert code == 2 and "every value of every series is missing" in one_line(err)
+
+
+@pytest.mark.parametrize("sid,unit,want", [("pool/\x1b[31mred", "gpu", "holds control characters"),
+                                           ("pool/a", "replica", "column unit: 'replica' for a training pool")])
+def test_ids_and_units_the_exporters_cannot_take_exit_2_at_load(tmp_path, sid, unit, want):
+    p = tmp_path / "d.csv"
+    pd.DataFrame({"series_id": sid, "timestamp": T[:10].astype(str), "value": 1.0, "kind": "training",
+                  "unit": unit}).to_csv(p, index=False)
+    with pytest.raises(InputError, match=want):
+        load_source(f"csv:{p}")
+
+
+def test_min_replicas_above_max_replicas_is_refused_at_config_load(tmp_path):
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("plan:\n  inference_bounds:\n    min_replicas: [5, 10]\n    max_replicas: 2\n")
+    with pytest.raises(InputError, match="min_replicas: high 10 is above max_replicas 2"):
+        load_config(p)
+
+
+def test_yaml_errors_never_echo_the_file(tmp_path, capsys):
+    """PyYAML quotes the offending lines; a secret file passed by mistake must not be printed by
+    --config, export --policy or export --validate."""
+    secret = tmp_path / "secret.yaml"
+    secret.write_text('user: admin\ntoken: "hunter2-SECRET\n')
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "x.yaml").write_text(secret.read_text())
+    for args in (["plan", "--config", str(secret), "--out", str(tmp_path / "o")],
+                 ["export", "--policy", str(secret), "--out", str(tmp_path / "e"), "--diff"],
+                 ["export", "--validate", str(folder)]):
+        code, out, err = run_cli(args, capsys)
+        assert code == 2, args
+        assert "invalid YAML at line" in " ".join((out + err).split()) and "hunter2" not in out + err, args
+
+
+@pytest.mark.parametrize("cmd", ["plan", "backtest"])
+def test_a_negative_seed_exits_2_before_any_work(tmp_path, capsys, cmd):
+    code, _, err = run_cli([cmd, "--seed", "-1", "--source", f"csv:{tmp_path / 'absent.csv'}", "-q"], capsys)
+    assert code == 2 and "--seed -1: must be between 0" in one_line(err)
+
+
+def test_a_config_key_given_twice_exits_2_naming_it(tmp_path):
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("plan:\n  n_calls: 8\n  coverage_target: 0.9\n  n_calls: 30\n")
+    with pytest.raises(InputError, match=r"key 'n_calls' appears twice in one mapping \(line 4\)"):
+        load_config(p)
+
+
+def test_validate_on_a_folder_without_manifests_exits_2(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a manifest")
+    code, _, err = run_cli(["export", "--validate", str(tmp_path)], capsys)
+    assert code == 2 and "nothing to validate" in " ".join(err.split())

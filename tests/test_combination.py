@@ -3,6 +3,8 @@ the peers, and the cross-series summary."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -55,7 +57,8 @@ def test_persistence_wins_on_steps_and_seasonal_wins_on_a_daily_cycle():
               "biased": rolling(a, biased, name="biased")}
     spec = combination.learn_combination(frames, a)
     assert spec["24h"]["24h:1h-3h"]["p50"]["weights"]["naive"] > 0.9, spec["24h"]["24h:1h-3h"]
-    for s in spec["24h"].values():  # in every bucket the member with the lowest loss carries the most weight
+    # with an equal prior, in every bucket the member with the lowest loss carries the most weight
+    for s in combination.learn_combination(frames, a, prior_naive=1 / 3)["24h"].values():
         best = min(s["p50"]["pinball"], key=s["p50"]["pinball"].get)
         assert max(s["p50"]["weights"], key=s["p50"]["weights"].get) == best
 
@@ -70,18 +73,19 @@ def test_persistence_wins_on_steps_and_seasonal_wins_on_a_daily_cycle():
 
 
 def test_weights_leave_the_prior_continuously_as_evidence_accumulates():
+    hedge = functools.partial(hedge_weights, prior_naive=0.5)  # the mechanism, with half the prior on naive
     names = ["hourly", "naive", "seasonal_naive"]
     loss = np.array([0.8, 1.0, 1.3])  # hourly 20 % better than naive, seasonal-naive 30 % worse
-    none = hedge_weights(loss, 0.0, names)
+    none = hedge(loss, 0.0, names)
     np.testing.assert_allclose(none, [0.25, 0.5, 0.25])  # no evidence: the prior, half on naive
-    ws = [hedge_weights(loss, d, names)[0] for d in (0.25, 0.5, 1, 2, 4, 8, 50)]
+    ws = [hedge(loss, d, names)[0] for d in (0.25, 0.5, 1, 2, 4, 8, 50)]
     assert all(b > a for a, b in zip(ws, ws[1:])), ws  # more days of the same record: more weight
     assert ws[0] < 0.5 < ws[-1] and ws[-1] > 0.95
-    steps = np.diff([hedge_weights(loss, d, names)[0] for d in np.linspace(0, 2, 41)])
+    steps = np.diff([hedge(loss, d, names)[0] for d in np.linspace(0, 2, 41)])
     assert steps.max() < 0.05  # no jump: evidence is weighed, not tested
     # equal losses keep the prior; a member with no score gets no weight
-    np.testing.assert_allclose(hedge_weights(np.ones(3), 10.0, names), [0.25, 0.5, 0.25])
-    assert hedge_weights(np.array([np.nan, 1.0, 1.0]), 5.0, names)[0] == 0.0
+    np.testing.assert_allclose(hedge(np.ones(3), 10.0, names), [0.25, 0.5, 0.25])
+    assert hedge(np.array([np.nan, 1.0, 1.0]), 5.0, names)[0] == 0.0
 
 
 def test_a_better_tier_takes_over_online_after_a_few_days():
@@ -103,7 +107,8 @@ def test_a_better_tier_takes_over_online_after_a_few_days():
     share = (c["p50"].to_numpy()[late] - n.loc[key].to_numpy()[late]) / gap[late]  # weight on seasonal-naive
     d = day.to_numpy()[late]
     first = (c["issued_at"] == c["issued_at"].min()).to_numpy()[late]
-    assert np.median(share[first]) == pytest.approx(0.5, abs=0.01)  # the prior: no 12-24 h target realised yet
+    # the prior: no 12-24 h target realised yet
+    assert np.median(share[first]) == pytest.approx(1 - combination.PRIOR_NAIVE["24h"], abs=0.01)
     assert np.median(share[d >= 8]) > 0.95
     assert mean_w["24h"]["seasonal_naive"] > 0.5
 
@@ -288,8 +293,8 @@ def test_the_learning_rate_is_set_per_lead_band():
     assert band_eta(3.0, "7d") == 3.0  # one rate for every band
     names = ["hourly", "naive"]
     loss = np.array([0.9, 1.0])  # 10 % better than naive for one day
-    fast = hedge_weights(loss, 1.0, names, band_eta(ETA, "1h"))[0]
-    slow = hedge_weights(loss, 1.0, names, band_eta(ETA, "24h"))[0]
+    fast = hedge_weights(loss, 1.0, names, band_eta(ETA, "1h"), prior_naive=0.5)[0]
+    slow = hedge_weights(loss, 1.0, names, band_eta(ETA, "24h"), prior_naive=0.5)[0]
     assert fast > 0.85 > 0.6 > slow > 0.5
 
 

@@ -243,6 +243,14 @@ def test_bearer_token_right_and_wrong(prom, prom_data, tmp_path, monkeypatch, ca
         end = (T0 + pd.Timedelta(days=1)).isoformat()
         [ok] = ingest(cfg, start=T0.isoformat(), end=end, env={"PROM_TOKEN": pf.BEARER_TOKEN})
         assert ok.status == "ok" and ok.new_points == 289
+        # a secret mounted from a file ends in a newline: stripped, accepted
+        [nl] = ingest(cfg_for(url, series, tmp_path / "s0", bearer_token_env="PROM_TOKEN"), start=T0.isoformat(),
+                      end=end, env={"PROM_TOKEN": pf.BEARER_TOKEN + "\n"})
+        assert nl.status == "ok" and nl.new_points == 289
+        # whitespace inside a token: refused before any request, the value never shown
+        with pytest.raises(InputError, match="PROM_TOKEN holds whitespace") as exc:
+            ingest(cfg, start=T0.isoformat(), end=end, env={"PROM_TOKEN": "S3CRET part\ttwo"})
+        assert "S3CRET" not in str(exc.value)
         wrong = "wrong-token-123"
         [bad] = ingest(cfg_for(url, series, tmp_path / "s2", bearer_token_env="PROM_TOKEN"),
                        start=T0.isoformat(), end=end, env={"PROM_TOKEN": wrong})

@@ -25,7 +25,8 @@ def test_duplicates_gaps_and_negatives():
     out, rep = regularise(f.sample(frac=1, random_state=0))
     assert out["timestamp"].is_monotonic_increasing and len(out) == 40
     v = out["value"].to_numpy()
-    assert rep.exact_duplicates == 1 and rep.conflicting_duplicates == 1
+    assert rep.exact_duplicates == 1 and rep.conflicting_duplicates == {"a": 1}
+    assert any("1 timestamps had several different values; the largest was kept" in n for n in rep.notes("a"))
     assert v[5] == 100.0
     assert v[10] == 20.0 and v[11] == 22.0
     assert np.isnan(v[20:30]).all()
@@ -67,3 +68,19 @@ def test_hourly_mean_and_last_reading_of_hour():
     h = to_hourly(frame("a", ts, y))
     assert h["value"].tolist() == [11.0, 22.0]
     assert np.allclose(h["mean"], [5.5, 17.0]) and h["last"].tolist() == [11.0, 22.0]
+
+
+def test_a_selection_marks_the_same_cluster_outages_as_the_whole_source():
+    """`capplan plan --series X` regularises X exactly as a run of every series does: the cluster-wide
+    outage rule reads the source's other series (context), so the plan cannot depend on the selection."""
+    from capplan.config import CapplanConfig
+    from capplan.pipeline import load_stage, regularise_stage
+
+    cfg = CapplanConfig()
+    fleet = regularise_stage(load_stage("sample", cfg), cfg)
+    sid = max(fleet.report.outage_by_series, key=fleet.report.outage_by_series.get)  # a series the rule hits
+    alone = regularise_stage(load_stage("sample", cfg, [sid]), cfg)
+    assert alone.report.outage_by_series == {sid: fleet.report.outage_by_series[sid]} and alone.report.outage_points
+    pd.testing.assert_frame_equal(alone.h5, fleet.h5[fleet.h5["series_id"] == sid].reset_index(drop=True))
+    pd.testing.assert_frame_equal(alone.h1, fleet.h1[fleet.h1["series_id"] == sid].reset_index(drop=True))
+    assert alone.windows[sid] == fleet.windows[sid]

@@ -91,3 +91,14 @@ def test_help_explains_every_option(capsys):
     assert code == 0
     for opt in ("--source", "--config", "--out", "--series", "--seed", "--format", "--timezone"):
         assert opt in out
+
+
+def test_a_note_belongs_to_the_longest_series_id_it_names():
+    import pandas as pd
+
+    from capplan.sources import LoadedHistory
+
+    h = LoadedHistory(pd.DataFrame(), {}, notes=["a:b: 3 implausible values", "a: 1 gap", "file: 2 rows dropped"])
+    ids = ["a", "a:b"]
+    assert h.notes_for("a", ids) == ["a: 1 gap", "file: 2 rows dropped"]
+    assert h.notes_for("a:b", ids) == ["a:b: 3 implausible values", "file: 2 rows dropped"]

@@ -32,6 +32,23 @@ def test_history_round_trip_and_ids_never_escape_the_folder(tmp_path):
         s.read_series("nope")
 
 
+def test_a_damaged_history_file_is_an_input_error_naming_it(tmp_path):
+    from capplan.errors import InputError
+    from capplan.store import Store
+
+    s = Store(tmp_path)
+    s.write_series("train/a", _frame("train/a"), SeriesMeta(kind="training"))
+    pq, doc = (tmp_path / "history" / f"train%2Fa.{x}" for x in ("parquet", "json"))
+    good = doc.read_text()
+    doc.write_text("{not json")
+    with pytest.raises(InputError, match=r"train%2Fa\.json: cannot read the series document.*capplan ingest"):
+        s.read_series("train/a")
+    doc.write_text(good)
+    pq.write_bytes(b"PAR1 truncated")
+    with pytest.raises(InputError, match=r"train%2Fa\.parquet: cannot read the stored history"):
+        s.read_history()
+
+
 def test_runs_and_tier_forecast_layout(tmp_path):
     from capplan.store import Store
 

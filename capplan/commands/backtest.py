@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
+from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_output_file, render,
+                                     split_ids)
 from capplan.config import load_config
 from capplan.options import check_timezone
 from capplan.console import StageProgress, out
@@ -16,7 +17,8 @@ from capplan.errors import InputError
 from forecasting.backtest import BEST_OF, evaluation_origins, summarise
 from forecasting.peers import peer_forecasts
 
-MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "prophet", "naive_conformal", "autoets")
+MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "naive_conformal",
+          "autoets")
 HORIZONS = ("1h", "24h", "7d")
 
 
@@ -116,11 +118,15 @@ def register(app: typer.Typer) -> None:
         coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
         no look-ahead; then a summary per horizon across series."""
         check_timezone(timezone)  # options first: before any import or read
+        if not 0 <= seed < 2**32:
+            raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
+        ids = split_ids(series)
+        check_output_file(output)
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
-            doc = run_backtest(source, cfg, split_ids(series), seed, timezone, progress)
+            doc = run_backtest(source, cfg, ids, seed, timezone, progress)
 
         def table(console) -> None:
             console.print(render_table(doc))

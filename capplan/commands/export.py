@@ -84,9 +84,13 @@ def register(app: typer.Typer) -> None:
         differences, 1 differences, 2 bad input, 3 internal failure; otherwise 0 written,
         2 bad input, 1 internal failure.
         """
+        import yaml
+        from pydantic import ValidationError
+
         from capplan.config import load_config
         from optimizer.exporters import ExportValidationError, render_all, write_all
         from optimizer.exporters.policy import read_policy
+        from optimizer.exporters.problem import yaml_problem
 
         cfg = load_config(config)
         if validate is not None:
@@ -94,6 +98,9 @@ def register(app: typer.Typer) -> None:
 
             if not validate.is_dir():
                 raise InputError(f"--validate {validate}: no such folder")
+            if not folder_files(validate):
+                raise InputError(f"--validate {validate}: no .yaml, .yml or .json file under it; nothing to validate "
+                                 "(point it at a capplan plan or export output folder)")
             problems = validate_folder(validate, cfg.export)
             for p in problems:
                 typer.echo(str(p))
@@ -106,8 +113,17 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--policy {src}: file not found (run `capplan plan` first or pass --policy)")
         try:
             plans = read_policy(src)
-        except Exception as exc:  # yaml, schema shape or pydantic errors: bad input
-            raise InputError(f"--policy {src}: not a readable DispatcherPolicy: {exc}") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:  # PyYAML's message quotes the file: never shown
+            raise InputError(f"--policy {src}: {yaml_problem(exc)}") from None
+        except ValidationError as exc:  # the field and the rule, not the value (pydantic echoes input values)
+            e = exc.errors()[0]
+            raise InputError(f"--policy {src}: not a DispatcherPolicy: {'.'.join(map(str, e['loc']))}: "
+                             f"{e['msg']}") from None
+        except ValueError as exc:  # capplan's own shape checks (plans_from_policy)
+            raise InputError(f"--policy {src}: not a DispatcherPolicy: {exc}") from None
+        except (KeyError, TypeError, AttributeError) as exc:  # a field of the wrong type or shape
+            raise InputError(f"--policy {src}: not a DispatcherPolicy ({type(exc).__name__} reading its fields: a "
+                             "field of the wrong shape); write it again with `capplan plan`") from None
         if diff:
             try:
                 text = diff_text(_existing(out_dir), render_all(plans, cfg.export))

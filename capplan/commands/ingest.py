@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
+from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_output_file, render,
+                                     split_ids)
 from capplan.config import load_config
 from capplan.errors import InputError
 from capplan.console import StageProgress, out
@@ -53,6 +54,8 @@ def register(app: typer.Typer) -> None:
         from capplan.sources.prometheus import ingest as run_ingest
         from capplan.store import Store
 
+        ids = split_ids(series)
+        check_output_file(output)
         cfg = load_config(config)
         if cfg.prometheus is None or not cfg.series:
             missing = "prometheus:" if cfg.prometheus is None else "series:"
@@ -74,7 +77,7 @@ def register(app: typer.Typer) -> None:
                 progress("ingest", f"{r.series_id}: note: {note}")
 
         with progress:
-            results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=split_ids(series),
+            results = run_ingest(cfg, Store(cfg.store), start=start, end=end, series_ids=ids,
                                  on_chunk=on_chunk, on_series=on_series)
         doc = [r.as_dict() for r in results]
         render(fmt, doc, lambda: doc, lambda console: console.print(render_table(results)), out, output)

@@ -45,11 +45,67 @@ def split_ids(values: list[str] | None) -> list[str] | None:
     """``--series`` values, repeated and/or comma-separated, as one list (None when not given).
 
     ``["a,b", "c"]`` -> ``["a", "b", "c"]``; blanks are dropped, order and first occurrence kept.
+    Raises InputError when ``--series`` was given but names no id (``--series ''``): that
+    never means "every series".
     """
-    if not values:
+    from capplan.errors import InputError
+
+    if values is None or values == []:
         return None
     ids = [s.strip() for v in values for s in str(v).split(",") if s.strip()]
-    return list(dict.fromkeys(ids)) or None
+    if not ids:
+        raise InputError("--series: no series id given; name one (--series train/vc6YE) or leave the flag out "
+                         "to plan every series")
+    return list(dict.fromkeys(ids))
+
+
+#: what a capplan output folder holds at its top: a folder holding one of these (or an empty
+#: one) may be replaced by ``--out``; anything else is refused (check_out_dir)
+OUTPUT_MARKERS = ("report.json", "policy.yaml")
+
+
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """Refuse an output folder that the run's atomic swap (:func:`capplan.atomic.replace_dir`)
+    would destroy or cannot create, before any data is read.
+
+    Raises InputError when ``path`` is a file, a non-empty folder that is not a previous
+    capplan output (none of :data:`OUTPUT_MARKERS` at its top, e.g. a home folder or the
+    store), or when its parent cannot be created or written.
+    """
+    import os
+
+    from capplan.errors import InputError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{option} {p}: is a file; name a new folder or a previous capplan output folder")
+    if p.is_dir() and any(p.iterdir()) and not any((p / m).is_file() for m in OUTPUT_MARKERS):
+        raise InputError(f"{option} {p}: the folder holds files that are not a capplan output (no "
+                         f"{' or '.join(OUTPUT_MARKERS)}), and the run replaces the whole folder; name a new "
+                         "or empty folder")
+    parent = p.resolve().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{option} {p}: cannot create {parent} ({exc.strerror or exc})") from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {p}: {parent} is not writable")
+
+
+def check_output_file(path: Path | None) -> None:
+    """``--output FILE``: refuse a folder or an unwritable place before any work (InputError)."""
+    import os
+
+    from capplan.errors import InputError
+
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"--output {p}: is a folder; name a file")
+    parent = p.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--output {p}: {parent} is not a writable folder")
 
 
 def to_csv(rows: list[dict]) -> str:

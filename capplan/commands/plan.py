@@ -18,7 +18,8 @@ from rich.console import Console
 
 from pydantic import ValidationError
 
-from capplan.commands.output import FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, render, split_ids
+from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_out_dir, check_output_file,
+                                     render, split_ids)
 from capplan.config import PlanConfig, load_config
 from capplan.console import StageProgress, err, out
 from capplan.errors import EXIT_PARTIAL, InputError
@@ -150,6 +151,11 @@ def register(app: typer.Typer) -> None:
         from capplan.store import Store
 
         check_timezone(timezone)  # options first: before any import or read
+        if not 0 <= seed < 2**32:
+            raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
+        ids = split_ids(series)
+        check_out_dir(out_dir)
+        check_output_file(output)
         cfg = load_config(config)
         if n_calls is not None:
             if n_calls < 4:
@@ -168,7 +174,7 @@ def register(app: typer.Typer) -> None:
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
-            result = run_plan(source, cfg, out_dir, series=split_ids(series), seed=seed, timezone=timezone,
+            result = run_plan(source, cfg, out_dir, series=ids, seed=seed, timezone=timezone,
                               progress=progress, store=Store(cfg.store), publish=publish, reuse=reuse)
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 

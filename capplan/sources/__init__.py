@@ -35,13 +35,20 @@ class LoadedHistory:
     label: str = ""
     rows: pd.Series | None = None
     """Row number of each frame row in the input file (header = row 1), when there is one."""
+    context: pd.DataFrame | None = None
+    """The source's series left out by ``--series`` (same columns as ``frame``): only the
+    cluster-wide outage rule reads them (:func:`forecasting.regularise.regularise`)."""
 
     def notes_for(self, series_id: str, series_ids) -> list[str]:
-        """The notes that concern ``series_id``: those starting ``"<id>:"`` and
-        those naming no series of ``series_ids`` (about the whole input)."""
-        ids = list(series_ids)
-        return [n for n in self.notes
-                if n.startswith(series_id + ":") or not any(n.startswith(s + ":") for s in ids)]
+        """The notes that concern ``series_id``: those starting ``"<id>:"`` (the longest id
+        that a note starts with owns it, so ``a:b: ...`` is not ``a``'s) and those naming no
+        series of ``series_ids`` (about the whole input)."""
+        ids = set(series_ids) | {series_id}
+
+        def owner(n: str) -> str | None:
+            return max((s for s in ids if n.startswith(s + ":")), key=len, default=None)
+
+        return [n for n in self.notes if owner(n) in (series_id, None)]
 
 
 _SOURCES: dict[str, Callable[..., LoadedHistory]] = {}

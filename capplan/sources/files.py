@@ -79,6 +79,25 @@ def _epoch(numeric: pd.Series, col: pd.Series, path: Path, notes: list[str] | No
     return pd.to_datetime(x.where(~ms, x / 1000.0), unit="s", utc=True)
 
 
+def _localize(naive: pd.Series, timezone: str, path: Path) -> pd.Series:
+    """Naive local times (NaT where they did not parse) in ``timezone``.
+
+    Raises InputError naming the first row whose local time does not exist (the hour a
+    daylight-saving change skips) or happens twice (the hour it repeats) in ``timezone``:
+    such a time cannot be placed on the UTC axis without guessing."""
+    local = naive.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT")
+    lost = local.isna() & naive.notna()
+    if lost.any():
+        i = int(np.flatnonzero(lost.to_numpy())[0])
+        t = naive.iloc[i]
+        gap = pd.isna(naive.iloc[[i]].dt.tz_localize(timezone, ambiguous="NaT", nonexistent="shift_forward").iloc[0])
+        why = "happens twice" if gap else "does not exist"
+        raise InputError(f"{path}: row {naive.index[i] + 2}: column timestamp: {t} {why} in --timezone {timezone} "
+                         "(a daylight-saving change); write timestamps in UTC or with an offset "
+                         "(e.g. 2024-11-03T01:30:00-04:00)")
+    return local
+
+
 def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str] | None = None) -> pd.Series:
     """ISO 8601 (with or without offset), epoch seconds or epoch milliseconds
     (numbers >= ``MS_FROM``) -> ``datetime64[ns, UTC]``. ``notes`` (if given)
@@ -90,7 +109,7 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str]
     if pd.api.types.is_datetime64_any_dtype(col):
         ts = pd.to_datetime(col)
         if ts.dt.tz is None:
-            ts = ts.dt.tz_localize(timezone)
+            ts = _localize(ts, timezone, path)
         return ts.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
     s = col.astype(str).str.strip()
     numeric = pd.to_numeric(s, errors="coerce")
@@ -103,10 +122,7 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str]
     naive = ~has_offset & numeric.isna()
     if naive.any():
         parsed = pd.to_datetime(s[naive], errors="coerce", format="ISO8601")
-        try:
-            out[naive] = parsed.dt.tz_localize(timezone, ambiguous="NaT", nonexistent="NaT").dt.tz_convert("UTC")
-        except Exception as exc:
-            raise InputError(f"--timezone {timezone!r}: {exc}") from None
+        out[naive] = _localize(parsed, timezone, path).dt.tz_convert("UTC")
     epoch = numeric.notna() & ~has_offset
     if epoch.any():
         out[epoch] = _epoch(numeric[epoch], col, path, notes)
@@ -148,6 +164,11 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     if (sid == "").any() or df["series_id"].isna().any():
         i = int(np.flatnonzero(((sid == "") | df["series_id"].isna()).to_numpy())[0])
         raise InputError(f"{p}: row {i + 2}: column series_id is empty")
+    ctrl = sid.map(lambda x: not x.isprintable())
+    if ctrl.any():  # escape sequences and line breaks cannot be label values, file names or manifest names
+        i = int(np.flatnonzero(ctrl.to_numpy())[0])
+        raise InputError(f"{p}: row {i + 2}: column series_id: {sid.iloc[i]!r} holds control characters; "
+                         "use printable ids")
     check_span(sid, ts, p)
     frame = pd.DataFrame({"series_id": sid, "timestamp": ts, "value": vals.astype("float64")})
     n_nan = int(frame["value"].isna().sum())
@@ -163,6 +184,9 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
             kw["unit"] = "gpu" if kw["kind"] == "training" else "replica"
         if "kind" not in kw:
             notes.append(f"{s_id}: no kind column; assumed training (unit gpu)")
+        if kw.get("kind", "training") == "training" and kw.get("unit", "gpu") != "gpu":
+            raise InputError(f"{p}: series {s_id}: column unit: {kw['unit']!r} for a training pool; training "
+                             "demand is counted in GPUs (unit gpu); replicas are for kind inference")
         try:
             meta[s_id] = SeriesMeta(timezone=timezone, **kw)
         except Exception as exc:

@@ -8,7 +8,10 @@ A value is **implausible** when it is
 * larger in magnitude than :data:`FACTOR` (one million) times the series'
   median magnitude, and at least :data:`FLOOR` (one million) — e.g. ``1e308``
   in a series of GPU counts. No GPU pool or service grows a million-fold
-  within one history; a value like that is a unit or export fault.
+  within one history; a value like that is a unit or export fault; or
+* larger in magnitude than :data:`CEILING` (10^9) whatever the series' median:
+  no cluster holds a billion GPUs or replicas, so a series of uniformly huge
+  values (every one ``1e300``) is a unit fault too.
 
 Implausible values become **missing** (NaN, a gap: DESIGN.md's "NaN marks a
 missing point, never demand") and a note per series says how many and the
@@ -25,14 +28,16 @@ FACTOR = 1e6
 """Times the series' median magnitude beyond which a value is implausible."""
 FLOOR = 1e6
 """The bound is never below this (series whose median is 0 or tiny)."""
+CEILING = 1e9
+"""The bound is never above this (no cluster holds a billion GPUs or replicas)."""
 
 
 def bound(values: np.ndarray) -> float:
     """The magnitude beyond which a value of this series is implausible:
-    ``max(FLOOR, FACTOR * median(|finite values|))``."""
+    ``min(CEILING, max(FLOOR, FACTOR * median(|finite values|)))``."""
     x = np.abs(values[np.isfinite(values)])
     med = float(np.median(x)) if len(x) else 0.0
-    return max(FLOOR, FACTOR * med)
+    return min(CEILING, max(FLOOR, FACTOR * med))
 
 
 def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:

@@ -286,6 +286,25 @@ _AUTH_HEADER_RE = re.compile(r"(?i)((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"'
 """An echoed ``Authorization: <scheme> <credentials>`` (or ``"authorization": "..."``) value."""
 
 
+def _credential(env, name: str, key: str, token: bool) -> str:
+    """The credential in environment variable ``name`` (config key ``key`` names it), without
+    a trailing newline (a secret mounted from a file often ends in one). A bearer token
+    (``token``) also loses surrounding whitespace and may hold none inside; a basic-auth
+    password may (it travels base64-encoded).
+
+    Raises InputError when the variable is unset or empty, or a token holds whitespace or
+    control characters inside (an HTTP header cannot carry them); the message never shows
+    the value."""
+    raw = env.get(name, "")
+    val = raw.strip() if token else raw.rstrip("\r\n")
+    if not val:
+        raise InputError(f"{key}: environment variable {name} is not set" + (" (only whitespace)" if raw else ""))
+    if token and any(c.isspace() or not c.isprintable() for c in val):
+        raise InputError(f"{key}: environment variable {name} holds whitespace or control characters inside "
+                         "the token; an HTTP header cannot carry them (check how the secret was created)")
+    return val
+
+
 class PrometheusClient:
     """One Prometheus endpoint, configured from ``prometheus:`` of the config.
 
@@ -303,16 +322,11 @@ class PrometheusClient:
         self._secrets: list[str] = []
         headers, auth = {}, None
         if cfg.bearer_token_env:
-            tok = env.get(cfg.bearer_token_env, "")
-            if not tok:
-                raise InputError(f"prometheus.bearer_token_env: environment variable {cfg.bearer_token_env} is not set")
+            tok = _credential(env, cfg.bearer_token_env, "prometheus.bearer_token_env", token=True)
             headers["Authorization"] = f"Bearer {tok}"
             self._secrets += [f"Bearer {tok}", tok]
         if cfg.basic_auth:
-            pw = env.get(cfg.basic_auth.password_env, "")
-            if not pw:
-                raise InputError(f"prometheus.basic_auth.password_env: environment variable "
-                                 f"{cfg.basic_auth.password_env} is not set")
+            pw = _credential(env, cfg.basic_auth.password_env, "prometheus.basic_auth.password_env", token=False)
             auth = (cfg.basic_auth.username, pw)
             b64 = base64.b64encode(f"{cfg.basic_auth.username}:{pw}".encode("utf-8")).decode("ascii")
             self._secrets += [f"Basic {b64}", b64, pw]
@@ -335,10 +349,12 @@ class PrometheusClient:
     def scrub(self, text: str) -> str:
         """``text`` with every credential replaced by ``***``: the bearer token, the
         basic-auth password and the base64 of ``user:password`` (whole header values
-        first), and any echoed ``Authorization: ...`` header value whatever it holds."""
+        first, each also as Python's repr escapes it), and any echoed
+        ``Authorization: ...`` header value whatever it holds."""
         for s in self._secrets:
-            if s:
-                text = text.replace(s, "***")
+            for form in dict.fromkeys((s, repr(s)[1:-1])):
+                if form:
+                    text = text.replace(form, "***")
         return _AUTH_HEADER_RE.sub(r"\1***", text)
 
     def _once(self, query: str, start_s: int, end_s: int, step_s: int) -> list:

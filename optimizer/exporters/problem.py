@@ -5,6 +5,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+def yaml_problem(exc: Exception) -> str:
+    """A YAML parse error (``yaml.YAMLError``) or a decoding error as ``at line L, column C:
+    <problem>``, never the file's text: PyYAML's own message quotes the offending lines,
+    which may hold a secret (a password file passed by mistake)."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    where = getattr(exc, "problem_mark", None)
+    at = f"at line {where.line + 1}, column {where.column + 1}: " if where is not None else ""
+    what = getattr(exc, "problem", None) or type(exc).__name__
+    return f"invalid YAML {at}{what}"
+
+
 #: Suffixes of the files that validation reads.
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -28,7 +28,7 @@ import jsonschema
 import yaml
 
 from optimizer.exporters.lint import lint
-from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem
+from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem, yaml_problem
 
 SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
@@ -176,7 +176,7 @@ def load_docs(path: Path, rel: str) -> tuple[list[dict], list[Problem]]:
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        return [], [Problem(rel, "", "yaml-parse", str(exc).replace("\n", " "))]
+        return [], [Problem(rel, "", "yaml-parse", yaml_problem(exc))]
     return docs, []
 
 
