@@ -49,6 +49,7 @@ import pandas as pd
 
 from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
+from optimizer.intermittent import intermittent_space
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -198,6 +199,8 @@ def tune_policy(task: SearchTask) -> Tuned:
     pr = PolicyReplay(task.kind, pc, task.seed)
     tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
     space = pr.space(tune)
+    narrowed, why = intermittent_space(task.kind, pc.training_bounds.as_dict(), tune.demand)
+    space = narrowed or space  # an intermittent tuning window: hourly top-ups only (optimizer.intermittent)
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
     evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
@@ -218,7 +221,7 @@ def tune_policy(task: SearchTask) -> Tuned:
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_params = rnd.best_params.model_dump()
-    notes = []
+    notes = [why] if why else []
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
     gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:

@@ -360,10 +360,11 @@ def test_selection_score_setting_reaches_the_search():
     oc = search_one(task)
     assert oc.tuning["selection_score"] == "daily_regret_q75"
     # every policy and rival is ranked by the daily regret score, not by USD
-    score = selection_score("training", "daily_regret_q75", tune, 0.96, oc.tuning["reference_cost_usd"], 0.5, "lcb")
+    tgt = oc.tuning["coverage_target_while_tuning"]  # coverage_target + coverage_margin
+    score = selection_score("training", "daily_regret_q75", tune, tgt, oc.tuning["reference_cost_usd"], 0.5, "lcb")
     assert oc.tuning["baseline_objective"] == pytest.approx(score(baseline.training_baseline(tune)[0]))
     assert oc.tuning["baseline_objective"] != pytest.approx(
-        objective_value(baseline.training_baseline(tune)[0], 0.96, oc.tuning["reference_cost_usd"], 0.5, "lcb"))
+        objective_value(baseline.training_baseline(tune)[0], tgt, oc.tuning["reference_cost_usd"], 0.5, "lcb"))
 
 
 def test_refinement_is_judged_like_the_scan_on_its_neighbours():
