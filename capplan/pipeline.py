@@ -52,8 +52,10 @@ from forecasting.reuse import record_scores
 from forecasting.tiers import TIER_NAMES
 from forecasting.types import SeriesMeta
 from optimizer.inputs import native_grid
+from optimizer.layers import critical_ratios
 from optimizer.plan import capacity_plan
 from optimizer.policy import SeriesPlan
+from optimizer.prices import price_for
 from optimizer.tuning import SearchOutcome, SearchTask
 
 # 1 ------------------------------------------------------------------------------
@@ -388,15 +390,21 @@ def search_stage(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, seed: int = 
 
 
 # 6 ------------------------------------------------------------------------------
-def plans_stage(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome], run_id: str) -> list[SeriesPlan]:
+def plans_stage(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcome], run_id: str,
+                cfg: CapplanConfig) -> list[SeriesPlan]:
     """Turn tuned parameters and the 7-day forecast into capacity per lead time
-    (:func:`optimizer.plan.capacity_plan`), one :class:`SeriesPlan` per series."""
+    (:func:`optimizer.plan.capacity_plan`, with the series' spot critical ratio for a
+    newsvendor daily layer), one :class:`SeriesPlan` per series."""
     plans = []
     wk = fc.final_tiers["weekly"]
+    book = cfg.price_book()
     for sid, oc in outcomes.items():
         meta = prep.meta[sid]
+        share = critical_ratios(price_for(book, meta.gpu_model)[0], cfg.plan.interruption_rate,
+                                cfg.plan.recovery_s)["spot"]
         plan = capacity_plan(meta.kind, oc.params, fc.final[fc.final["series_id"] == sid],
-                             wk[wk["series_id"] == sid], meta.quota_gpus, prep.h5[prep.h5["series_id"] == sid])
+                             wk[wk["series_id"] == sid], meta.quota_gpus, prep.h5[prep.h5["series_id"] == sid],
+                             spot_share=share)
         plans.append(SeriesPlan(series_id=sid, kind=meta.kind, unit=meta.unit, gpu_model=meta.gpu_model,
                                 timezone=meta.timezone, params=oc.params, plan=plan, recommended=oc.recommended,
                                 baseline=oc.baseline, forecast_version=run_id,
@@ -480,7 +488,7 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
         for sid in prep.windows:
             fc.warnings.setdefault(sid, []).append(w)
     outcomes = timer("search", search_stage, prep, fc, cfg, run.seed, progress, executor, cache_root)
-    plans = plans_stage(prep, fc, outcomes, run.run_id)
+    plans = plans_stage(prep, fc, outcomes, run.run_id, cfg)
     report = build_report(run, prep, fc, scores, outcomes, plans, cfg.plan.coverage_target, missing, prep.failed)
     report.run.duration_s = round((run.duration_s or 0.0) + time.perf_counter() - t0, 3)
     report.run.stage_seconds = timer.timings

@@ -3,7 +3,10 @@
 Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
 
 * ``reserved_gpus`` = ceil(reservation_ratio x mean of the weekly tier's quantile) — the weekly commitment;
-* the day's target = ceil(headroom x max of the combined quantile over the next 24 h), with
+* the day's target = ceil(headroom x the day's level of the combined quantile over the next 24 h): its
+  maximum (``daily_rule="max"``), or its newsvendor level (``"newsvendor"``: the highest of its hourly
+  maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.layers.exceeded_level`, as
+  the replay sizes it), with
   ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
@@ -29,12 +32,14 @@ import pandas as pd
 
 from optimizer.calibrated import FALLBACK, LEVELS
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
+from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.prescale import fallback_replicas, prescale_windows
 
 
 def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
-                  quota_gpus: float | None = None, history: pd.DataFrame | None = None) -> dict:
+                  quota_gpus: float | None = None, history: pd.DataFrame | None = None,
+                  spot_share: float | None = None) -> dict:
     """The plan of one series (the ``plan`` of :class:`optimizer.policy.SeriesPlan`).
 
     ``final``: the series' combined 7-day plan forecast (forecast frame, one
@@ -42,7 +47,11 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     (training only; empty means no reservation). ``valid_from`` is ``issued_at``. ``history``: the
     series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
-    Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model.
+    ``spot_share``: the spot critical ratio (:func:`optimizer.layers.critical_ratios`), needed by
+    ``daily_rule="newsvendor"``.
+
+    Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
+    for a newsvendor rule without ``spot_share``.
     """
     f = final
     last = f["issued_at"].iloc[0]
@@ -51,7 +60,14 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         p = TrainingParams(**params)
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
         reserved = math.ceil(p.reservation_ratio * float(weekly[p.quantile].mean()) - 1e-9) if len(weekly) else 0
-        target = math.ceil(p.headroom * float(day[p.quantile].max()) - 1e-9)
+        if p.daily_rule == "newsvendor":
+            if spot_share is None:
+                raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")
+            hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())[p.quantile].max()
+            level = exceeded_level(hours.to_numpy(), spot_share)
+        else:
+            level = float(day[p.quantile].max())
+        target = math.ceil(p.headroom * level - 1e-9)
         if p.daily_cap == "last_day_peak":  # as the replay: never more than the last 24 h needed
             v = hist.dropna(subset=["value"])
             v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]

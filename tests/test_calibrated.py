@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from optimizer.calibrated import LEVELS, MIN_ERRORS, calibrated_hour_max
 from optimizer.plan import capacity_plan
@@ -79,3 +80,22 @@ def test_lcb_objective_charges_a_variable_window_more_than_a_steady_one():
     assert coverage_shortfall(steady, 0.96, "lcb") == 0.0
     assert coverage_shortfall(shaky, 0.96, "lcb") > 0.01
     assert coverage_shortfall(shaky, 0.96, "window") == 0.0
+
+
+def test_a_newsvendor_daily_layer_is_planned_at_its_newsvendor_level_not_the_day_max():
+    """The manifests must buy what the replay scored: a newsvendor daily rule plans the highest
+    hourly maximum that at least spot_share of the next day's hours reach."""
+    issued = T0
+    ts = pd.date_range(issued + STEP, periods=288 * 7, freq=STEP)
+    hour = ((ts - issued) // pd.Timedelta("1h")).to_numpy()
+    p50 = np.where(hour % 24 < 6, 20.0, 8.0)  # 6 busy hours a day at 20, the other 18 at 8
+    f = pd.DataFrame({"issued_at": issued, "timestamp": ts, "p50": p50, "p90": p50, "p95": p50, "p99": p50})
+    base = {"reservation_ratio": 0.0, "quantile": "p50", "headroom": 1.0, "spot_fraction": 1.0}
+    assert capacity_plan("training", {**base, "daily_rule": "max"}, f, pd.DataFrame())["spot_gpus"] == 20
+    # spot pays for a GPU used in >= 40 % of the hours: the busy level (25 % of hours) does not, 8 does
+    assert capacity_plan("training", {**base, "daily_rule": "newsvendor"}, f, pd.DataFrame(),
+                         spot_share=0.4)["spot_gpus"] == 8
+    assert capacity_plan("training", {**base, "daily_rule": "newsvendor"}, f, pd.DataFrame(),
+                         spot_share=0.2)["spot_gpus"] == 20
+    with pytest.raises(ValueError, match="spot_share"):
+        capacity_plan("training", {**base, "daily_rule": "newsvendor"}, f, pd.DataFrame())
