@@ -66,11 +66,19 @@ def naive_quantiles(y: np.ndarray, horizon: int, season: int | None = None) -> n
     return out
 
 
-class _NaiveBase(Forecaster):
+class HistoryRule(Forecaster):
+    """A rule on the history before each origin, with nothing to fit: :meth:`quantiles` maps
+    the history ``y`` up to the origin to ``(horizon, 4)`` quantiles (naive's by default;
+    :mod:`forecasting.tiers.robust` overrides it)."""
+
     season_steps: int | None = None
     # the fit is a no-op and each origin's forecast depends only on the history before it, so daily
     # refit blocks change no figure; they let a rerun reuse every unchanged day (capplan.cache)
     refit_every = "1D"
+
+    def quantiles(self, y: np.ndarray) -> np.ndarray:
+        """``(horizon, 4)`` quantiles (0.5, 0.9, 0.95, 0.99) from the history ``y`` up to the origin."""
+        return naive_quantiles(y, self.horizon, self.season_steps)
 
     def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "Forecaster":
         return self
@@ -81,12 +89,12 @@ class _NaiveBase(Forecaster):
             s = series_values(history, sid)
             for o in ors:
                 y = s[s.index <= o].to_numpy()
-                frames.append(self._frame(sid, o, naive_quantiles(y, self.horizon, self.season_steps)))
+                frames.append(self._frame(sid, o, self.quantiles(y)))
         return self._concat(frames)
 
 
 @register("naive")
-class Naive(_NaiveBase):
+class Naive(HistoryRule):
     """Last value, on the 5-minute grid, 7 days ahead."""
 
     step = "5min"
@@ -94,7 +102,7 @@ class Naive(_NaiveBase):
 
 
 @register("seasonal_naive")
-class SeasonalNaive(_NaiveBase):
+class SeasonalNaive(HistoryRule):
     """The value one day earlier, on the 5-minute grid, 7 days ahead."""
 
     step = "5min"

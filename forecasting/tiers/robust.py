@@ -45,11 +45,9 @@ figures (issue 13 paragraph), never used to choose.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from forecasting.tiers.base import Forecaster, register, series_values
-from forecasting.tiers.naive import naive_quantiles
-from forecasting.types import SeriesMeta
+from forecasting.tiers.base import register
+from forecasting.tiers.naive import HistoryRule, naive_quantiles
 
 DAY_STEPS = 288  #: 5-minute steps per day
 LEVEL_DAYS = 3.0  #: ``level``: days of history its median is taken over
@@ -116,32 +114,17 @@ def profile_quantiles(y: np.ndarray, horizon: int, days: int = PROFILE_DAYS) -> 
     return q - q[:, :1] + point[:, None]
 
 
-class _Robust(Forecaster):
-    """History medians on the 5-minute grid, 7 days ahead; nothing to fit."""
+class _Robust(HistoryRule):
+    """History medians on the 5-minute grid, 7 days ahead; nothing to fit (:class:`HistoryRule`)."""
 
     step = "5min"
     horizon = 2016
-    # each origin's forecast depends only on the history before it (like naive's), so daily
-    # refit blocks change no figure and let a rerun reuse every unchanged day (capplan.cache)
-    refit_every = "1D"
     level_days: float = LEVEL_DAYS
     tau_days: float = 0.0
 
     def quantiles(self, y: np.ndarray) -> np.ndarray:
         """``(horizon, 4)`` quantiles from the history ``y`` up to the origin."""
         return robust_quantiles(y, self.horizon, self.level_days, self.tau_days)
-
-    def fit(self, history: pd.DataFrame, meta: dict[str, SeriesMeta]) -> "Forecaster":
-        return self
-
-    def predict(self, history, origins=None):
-        frames = []
-        for sid, ors in self._origins(history, origins).items():
-            s = series_values(history, sid)
-            for o in ors:
-                y = s[s.index <= o].to_numpy()
-                frames.append(self._frame(sid, o, self.quantiles(y)))
-        return self._concat(frames)
 
 
 @register("level")
