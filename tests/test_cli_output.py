@@ -14,6 +14,7 @@ import yaml
 from rich.console import Console
 
 from capplan.commands.output import split_ids
+from capplan.errors import InputError
 from capplan.commands.plan import print_report
 from capplan.console import StageProgress
 from capplan.report import Report
@@ -127,7 +128,9 @@ def test_fallbacks_and_warnings_are_listed_under_the_table():
 # 14 -----------------------------------------------------------------------------------------------
 def test_series_ids_repeated_and_comma_separated():
     assert split_ids(["a,b", "c", " d , ,a"]) == ["a", "b", "c", "d"]
-    assert split_ids(None) is None and split_ids([" , "]) is None
+    assert split_ids(None) is None and split_ids([]) is None
+    with pytest.raises(InputError, match="--series: no series id given"):  # never "every series"
+        split_ids([" , "])
 
 
 def _cli(argv, capsys):
