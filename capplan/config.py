@@ -443,4 +443,6 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
         v = Path(getattr(cfg, attr))
         if not v.is_absolute():
             setattr(cfg, attr, str(base / v))
+        if Path(getattr(cfg, attr)).exists() and not Path(getattr(cfg, attr)).is_dir():
+            raise InputError(f"config {p}: {attr}: {getattr(cfg, attr)} is a file; point it at a folder")
     return cfg

@@ -128,6 +128,10 @@ class Store:
             raise InputError(f"store {doc_p}: cannot read the series document ({what}); {redo}") from None
         return frame, meta, doc.get("state", {})
 
+    def has_document(self, series_id: str) -> bool:
+        """Whether the series' JSON document (metadata and pull state) is stored beside its history."""
+        return self._paths(series_id)[1].exists()
+
     def read_history(self, series_ids: list[str] | None = None) -> tuple[pd.DataFrame, dict[str, SeriesMeta]]:
         """History frame and metadata of the given (default: all) series."""
         frames, meta = [], {}

@@ -298,3 +298,31 @@ def test_validate_on_a_folder_without_manifests_exits_2(tmp_path, capsys):
     (tmp_path / "notes.txt").write_text("not a manifest")
     code, _, err = run_cli(["export", "--validate", str(tmp_path)], capsys)
     assert code == 2 and "nothing to validate" in " ".join(err.split())
+
+
+def test_a_series_whose_kind_changes_midway_exits_2(tmp_path):
+    p = tmp_path / "d.csv"
+    pd.DataFrame({"series_id": "pool/a", "timestamp": T[:10].astype(str), "value": 1.0,
+                  "kind": ["training"] * 5 + ["inference"] * 5}).to_csv(p, index=False)
+    with pytest.raises(InputError, match="series pool/a: column kind has several values"):
+        load_source(f"csv:{p}")
+
+
+def test_a_store_setting_that_names_a_file_exits_2(tmp_path):
+    from capplan.config import load_config
+
+    (tmp_path / "afile").write_text("x")
+    p = tmp_path / "c.yaml"
+    p.write_text("store: afile\n")
+    with pytest.raises(InputError, match=r"store: .*afile is a file; point it at a folder"):
+        load_config(p)
+
+
+def test_a_stored_series_without_its_document_is_planned_with_a_note(tmp_path):
+    s = Store(tmp_path)
+    f = pd.DataFrame({"series_id": "pool/a", "timestamp": T, "value": 2.0})
+    s.write_series("pool/a", f, SeriesMeta(kind="training", timezone="Asia/Shanghai"))
+    next((tmp_path / "history").glob("*.json")).unlink()
+    h = load_source(f"store:{tmp_path}")
+    assert h.meta["pool/a"].timezone == "UTC"
+    assert any(n.startswith("pool/a: no series document in the store; default metadata used") for n in h.notes)

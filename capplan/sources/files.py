@@ -179,7 +179,11 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
         kw = {}
         for col in ("kind", "unit", "gpu_model"):
             if col in g.columns and g[col].notna().any():
-                kw[col] = str(g[col].dropna().iloc[0]).strip()
+                vals = g[col].dropna().astype(str).str.strip().unique()
+                if len(vals) > 1:
+                    raise InputError(f"{p}: series {s_id}: column {col} has several values ({', '.join(vals[:3])}); "
+                                     "a series has one")
+                kw[col] = vals[0]
         if "kind" in kw and "unit" not in kw:
             kw["unit"] = "gpu" if kw["kind"] == "training" else "replica"
         if "kind" not in kw:

@@ -16,4 +16,6 @@ def load_store(arg: str = "", *, config=None, **_) -> LoadedHistory:
     if not ids:
         raise InputError(f"--source store: no series in {root}; run `capplan ingest --config FILE` first")
     frame, meta = st.read_history(ids)
-    return LoadedHistory(frame, meta, [], label=f"store:{root}")
+    notes = [f"{sid}: no series document in the store; default metadata used (kind training, unit gpu, "
+             "timezone UTC); run `capplan ingest` again to restore it" for sid in ids if not st.has_document(sid)]
+    return LoadedHistory(frame, meta, notes, label=f"store:{root}")
