@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Callable
@@ -72,8 +73,6 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
     capplan output (none of :data:`OUTPUT_MARKERS` at its top, e.g. a home folder or the
     store), or when its parent cannot be created or written.
     """
-    import os
-
     from capplan.errors import InputError
 
     p = Path(path)
@@ -83,19 +82,25 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
         raise InputError(f"{option} {p}: the folder holds files that are not a capplan output (no "
                          f"{' or '.join(OUTPUT_MARKERS)}), and the run replaces the whole folder; name a new "
                          "or empty folder")
+    _writable_parent(p, option, create=True)
+
+
+def _writable_parent(p: Path, option: str, create: bool) -> None:
+    """Raise InputError unless ``p``'s folder exists (made first with ``create``) and is writable."""
+    from capplan.errors import InputError
+
     parent = p.resolve().parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{option} {p}: cannot create {parent} ({exc.strerror or exc})") from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{option} {p}: {parent} is not writable")
+    if create:
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{option} {p}: cannot create {parent} ({exc.strerror or exc})") from None
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{option} {p}: {parent} is not a writable folder")
 
 
 def check_output_file(path: Path | None) -> None:
     """``--output FILE``: refuse a folder or an unwritable place before any work (InputError)."""
-    import os
-
     from capplan.errors import InputError
 
     if path is None:
@@ -103,9 +108,7 @@ def check_output_file(path: Path | None) -> None:
     p = Path(path)
     if p.is_dir():
         raise InputError(f"--output {p}: is a folder; name a file")
-    parent = p.resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"--output {p}: {parent} is not a writable folder")
+    _writable_parent(p, "--output", create=False)
 
 
 def to_csv(rows: list[dict]) -> str:
