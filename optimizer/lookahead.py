@@ -101,20 +101,21 @@ def replay_lookahead(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
         cold_start_s, start, metrics_lag_s)
 
 
-def promql(series: str, p: InferenceParams, step_s: int, cold_start_s: int = 90, metrics_lag_s: int = 60) -> str:
-    """The KEDA query that computes :func:`lookahead_target` in a cluster: ``series`` is a PromQL
-    expression whose value is the summed demand (e.g. percent points of GPU utilisation); the
-    result is the level plus the margin in that unit (KEDA's ``threshold`` divides it by what one
-    replica serves). Durations are whole steps of ``step_s`` seconds: the level over
-    ``level_window_s``, the errors over the lead ``H``, their quantile over :data:`ERROR_WINDOW`
-    evaluated every step (subqueries ``[<range>:<step>s]``)."""
-    st = f"{int(step_s)}s"
-    lv = f"{level_steps(p.level_window_s, step_s) * step_s}s"
-    hz = f"{lead_steps(step_s, cold_start_s, metrics_lag_s) * step_s}s"
+def promql(series: str, p: InferenceParams) -> str:
+    """The query that computes :func:`lookahead_target` in a cluster, one element (an outer ``sum``
+    of one series, as KEDA's Prometheus scaler needs): ``series`` is a PromQL expression whose value
+    is the summed demand (e.g. percent points of GPU utilisation); the result is the level plus the
+    margin in that unit (KEDA's ``threshold`` divides it by what one replica serves). Durations are
+    whole steps of ``p.data_step_s``: the level over ``level_window_s``, the errors over
+    ``p.lookahead_lead_s`` (``H`` steps), their ``headroom_quantile`` over :data:`ERROR_WINDOW`,
+    evaluated every step (subqueries ``(expr)[<range>:<step>]``; Prometheus docs, "Subquery")."""
+    st = f"{int(p.data_step_s)}s"
+    lv = f"{level_steps(p.level_window_s, p.data_step_s) * p.data_step_s}s"
+    hz = f"{max(int(p.lookahead_lead_s), int(p.data_step_s))}s"
     level = f"avg_over_time(({series})[{lv}:{st}])"
     err = f"(max_over_time(({series})[{hz}:{st}]) - avg_over_time(({series})[{lv}:{st}] offset {hz}))"
     wd = f"{int(ERROR_WINDOW.total_seconds() // 86400)}d"
-    return f"{level} + quantile_over_time({p.headroom_quantile:.4g}, {err}[{wd}:{st}])"
+    return f"sum({level} + quantile_over_time({p.headroom_quantile:.4g}, {err}[{wd}:{st}]))"
 
 
 __all__ = ["lookahead_target", "replay_lookahead", "promql", "lead_steps", "ERROR_WINDOW"]

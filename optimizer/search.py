@@ -257,14 +257,16 @@ def _inference_safety(p: InferenceParams) -> tuple:
             p.scale_down_window_s)
 
 
-def inference_space(peak: float, bounds: dict | None = None) -> Space:
+def inference_space(peak: float, bounds: dict | None = None, step_s: int = 300, lead_s: int = 900) -> Space:
     """Inference service: the policy family (:data:`optimizer.replay.INFERENCE_FAMILIES`), HPA target,
     windows, rate policies, min replicas, pre-scaling (``hpa``), level window and quantile
     (``lookahead``, :mod:`optimizer.lookahead`).
 
     ``peak`` is the highest replicas needed in the history before the tuning
     window; ``max_replicas`` is fixed at ``ceil(2 * peak / 0.4)`` (room for
-    twice the peak at the lowest target) unless bounds set it.
+    twice the peak at the lowest target) unless bounds set it. ``step_s`` (the data's step)
+    and ``lead_s`` (:func:`optimizer.lookahead.lead_steps` x step) are fixed into every policy
+    for the lookahead family's export.
     """
     hi_min = max(2, int(math.ceil(peak)))
     b = {"target_utilization": (0.4, 0.95), "scale_up_window_s": (0, 600), "scale_down_window_s": (0, 3600),
@@ -284,7 +286,8 @@ def inference_space(peak: float, bounds: dict | None = None) -> Space:
             Integer(*b["level_window_s"], name="level_window_s"),
             Real(*b["headroom_quantile"], name="headroom_quantile")]
     max_rep = int(b.get("max_replicas", max(2, math.ceil(2 * max(peak, 1) / 0.4))))
-    return Space(dims, lambda v: InferenceParams(**v), fixed={"max_replicas": max_rep, "period_s": 60},
+    return Space(dims, lambda v: InferenceParams(**v), fixed={"max_replicas": max_rep, "period_s": 60,
+                                                                "data_step_s": int(step_s), "lookahead_lead_s": int(lead_s)},
                  safety=_inference_safety, anchors=INFERENCE_ANCHORS, grid=INFERENCE_GRID,
                  grid_skip=_inference_grid_skip)
 
