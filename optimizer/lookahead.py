@@ -12,14 +12,18 @@ quantile of past residuals of a point predictor is a distribution-free predictiv
 Vovk, Gammerman and Shafer, *Algorithmic Learning in a Random World*, 2005; Angelopoulos and
 Bates, "A Gentle Introduction to Conformal Prediction", 2021):
 
-* lead ``H = 1 + ceil(metrics_lag_s / step) + ceil(cold_start_s / step)`` steps, from the newest
-  observable step ``j`` to the first step a replica added now can serve (5-minute data with the
-  default 60 s lag and 90 s cold start: 3 steps, 15 min; 1-minute data: 4 steps);
+* with ``g = 1 + ceil(metrics_lag_s / step)`` (the newest observable step is ``j = i - g``) and
+  ``d = ceil(cold_start_s / step)``, the decision at ``t_i`` can still change the steps ``i ..
+  i + d`` only: it removes replicas at once, and what it adds serves from ``i + d`` while later
+  decisions add nothing ready before ``i + 1 + d``; the steps ``j + 1 .. i - 1`` are already
+  decided. So the family covers the **peak over steps j + g .. j + g + d**, ``H = g + d`` steps
+  after the newest observation (5-minute data with the default 60 s lag and 90 s cold start:
+  the peak of steps j+2..j+3, 15 min ahead; 1-minute data: j+2..j+4);
 * level ``L_j`` = the mean of the observed demand (replicas at 100 % utilisation) over the last
   ``level_window_s`` (at least one step), the point predictor;
-* error ``e_s = max(demand[s+1 .. s+H]) - L_s``: how far the peak of the next ``H`` steps rose
-  above the level; ``e_s`` is known at step ``s + H``, so the decision at ``j`` uses only errors
-  with ``s + H <= j`` (no look-ahead);
+* error ``e_s = max(demand[s+g .. s+H]) - L_s``: how far that peak rose above the level;
+  ``e_s`` is known at step ``s + H``, so the decision at ``j`` uses only errors with
+  ``s + H <= j`` (no look-ahead);
 * margin ``M_j`` = the ``headroom_quantile`` (0-1) empirical quantile of those errors over the
   trailing :data:`ERROR_WINDOW` (7 days, the naive-conformal peer's window,
   :mod:`optimizer.peers`), history before the window included; 0 before the first error;
@@ -55,8 +59,18 @@ ERROR_WINDOW = pd.Timedelta("7D")
 
 
 def lead_steps(step_s: int, cold_start_s: int, metrics_lag_s: int) -> int:
-    """``H``: steps from the newest observable step to the first step a replica added now serves."""
-    return 1 + int(np.ceil(max(metrics_lag_s, 0) / step_s - 1e-9)) + int(np.ceil(max(cold_start_s, 0) / step_s - 1e-9))
+    """``H = g + d``: steps from the newest observable step to the last step the decision still covers."""
+    return observed_lag_steps(step_s, metrics_lag_s) + cold_steps(step_s, cold_start_s)
+
+
+def observed_lag_steps(step_s: int, metrics_lag_s: int) -> int:
+    """``g``: the decision at step ``i`` sees demand up to step ``i - g`` (:func:`optimizer.replay.observed_demand`)."""
+    return 1 + int(np.ceil(max(metrics_lag_s, 0) / step_s - 1e-9))
+
+
+def cold_steps(step_s: int, cold_start_s: int) -> int:
+    """``d``: a replica added at step ``i`` serves from ``i + d`` (whole steps, :mod:`optimizer.replay`)."""
+    return int(np.ceil(max(cold_start_s, 0) / step_s - 1e-9))
 
 
 def level_steps(level_window_s: int, step_s: int) -> int:
@@ -75,14 +89,14 @@ def lookahead_target(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
     n = len(inp.demand)
     if len(allv) == 0:
         return np.zeros(n)
-    h = lead_steps(inp.step_s, cold_start_s, metrics_lag_s)
+    g, d = observed_lag_steps(inp.step_s, metrics_lag_s), cold_steps(inp.step_s, cold_start_s)
     level = allv.rolling(level_steps(p.level_window_s, inp.step_s), min_periods=1).mean()
-    peak_ahead = allv[::-1].rolling(h, min_periods=1).max()[::-1].shift(-1)  # max over s+1 .. s+H
-    err_known = (peak_ahead - level).shift(h)  # indexed by the step at which it is fully observed
+    peak_ahead = allv[::-1].rolling(d + 1, min_periods=1).max()[::-1].shift(-g)  # max over s+g .. s+g+d
+    err_known = (peak_ahead - level).shift(g + d)  # indexed by the step at which it is fully observed
     window = max(1, int(ERROR_WINDOW / pd.Timedelta(seconds=inp.step_s)))
     margin = err_known.rolling(window, min_periods=1).quantile(p.headroom_quantile).fillna(0.0)
     target = (level + margin).to_numpy()
-    j = np.arange(n) + off - (1 + int(np.ceil(max(metrics_lag_s, 0) / inp.step_s - 1e-9)))
+    j = np.arange(n) + off - g
     return np.where(j >= 0, target[np.clip(j, 0, None)], 0.0)
 
 
@@ -106,16 +120,19 @@ def promql(series: str, p: InferenceParams) -> str:
     of one series, as KEDA's Prometheus scaler needs): ``series`` is a PromQL expression whose value
     is the summed demand (e.g. percent points of GPU utilisation); the result is the level plus the
     margin in that unit (KEDA's ``threshold`` divides it by what one replica serves). Durations are
-    whole steps of ``p.data_step_s``: the level over ``level_window_s``, the errors over
-    ``p.lookahead_lead_s`` (``H`` steps), their ``headroom_quantile`` over :data:`ERROR_WINDOW`,
-    evaluated every step (subqueries ``(expr)[<range>:<step>]``; Prometheus docs, "Subquery")."""
+    whole steps of ``p.data_step_s``: the level over ``level_window_s``; each error is the peak over
+    the last ``p.lookahead_cover_s`` (``d + 1`` steps) less the level ``p.lookahead_lead_s``
+    (``H`` steps) earlier; their ``headroom_quantile`` over :data:`ERROR_WINDOW`, evaluated every
+    step (subqueries ``(expr)[<range>:<step>]``, ``offset``; Prometheus docs, "Subquery")."""
     st = f"{int(p.data_step_s)}s"
     lv = f"{level_steps(p.level_window_s, p.data_step_s) * p.data_step_s}s"
     hz = f"{max(int(p.lookahead_lead_s), int(p.data_step_s))}s"
+    cv = f"{max(int(p.lookahead_cover_s), int(p.data_step_s))}s"
     level = f"avg_over_time(({series})[{lv}:{st}])"
-    err = f"(max_over_time(({series})[{hz}:{st}]) - avg_over_time(({series})[{lv}:{st}] offset {hz}))"
+    err = f"(max_over_time(({series})[{cv}:{st}]) - avg_over_time(({series})[{lv}:{st}] offset {hz}))"
     wd = f"{int(ERROR_WINDOW.total_seconds() // 86400)}d"
     return f"sum({level} + quantile_over_time({p.headroom_quantile:.4g}, {err}[{wd}:{st}]))"
 
 
-__all__ = ["lookahead_target", "replay_lookahead", "promql", "lead_steps", "ERROR_WINDOW"]
+__all__ = ["lookahead_target", "replay_lookahead", "promql", "lead_steps", "cold_steps", "observed_lag_steps",
+           "ERROR_WINDOW"]

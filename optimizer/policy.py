@@ -85,6 +85,8 @@ class InferenceParams(BaseModel):
                              "tuned on; the lookahead query evaluates at it (set by the search, never searched)")
     lookahead_lead_s: int = Field(default=900, ge=0, le=7200, description="the lookahead family's lead (s): "
                                   "metrics lag + one step + cold start, in whole steps (set by the search)")
+    lookahead_cover_s: int = Field(default=600, ge=0, le=7200, description="the lookahead family's covered span "
+                                   "(s): cold start + one step, in whole steps (set by the search)")
 
 
 class Metrics(BaseModel):

@@ -35,7 +35,11 @@ inference services without a grid, the best of the anchors);
 the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
 (3 %) of it, and never on a tuning window shorter than a day
 (:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
-says so). The scan picks its policy by the worst objective of it and its grid
+says so). For the same reason an inference service with such a tuning window is
+searched in the HPA family only: the ``lookahead`` family (:mod:`optimizer.lookahead`)
+learns its headroom from the service's own errors, and on the 16-minute window of
+``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the
+reactive peer on the evaluation window (a note says so). The scan picks its policy by the worst objective of it and its grid
 neighbours, so the refinement's point is judged the same way before it may
 replace it (:func:`optimizer.search.neighbour_objective`;
 ``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
@@ -56,7 +60,7 @@ import pandas as pd
 from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
 from optimizer.intermittent import intermittent_space
-from optimizer.lookahead import lead_steps
+from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -120,7 +124,16 @@ class PolicyReplay:
         past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
         peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
         lead = lead_steps(tune.step_s, self.settings.cold_start_s, self.settings.metrics_lag_s) * tune.step_s
-        return inference_space(peak, self.settings.inference_bounds.as_dict(), tune.step_s, lead)
+        cover = (cold_steps(tune.step_s, self.settings.cold_start_s) + 1) * tune.step_s
+        bounds = self.settings.inference_bounds.as_dict()
+        if short_window(tune):  # too short to learn the lookahead family's margin (module docstring)
+            bounds["family"] = [f for f in bounds.get("family", ["hpa"]) if f == "hpa"] or ["hpa"]
+        return inference_space(peak, bounds, tune.step_s, lead, cover)
+
+
+def short_window(tune: ReplayInput) -> bool:
+    """The tuning window is shorter than :data:`REFINE_MIN_WINDOW_S` (a day)."""
+    return len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S
 
 
 @dataclass
@@ -230,6 +243,9 @@ def tune_policy(task: SearchTask) -> Tuned:
         tuning["random_objective"] = rnd.best_objective
         rnd_params = rnd.best_params.model_dump()
     notes = [why] if why else []
+    if task.kind == "inference" and short_window(tune):
+        notes.append("tuning: the tuning window is shorter than a day, too short to learn the lookahead family's "
+                     "headroom from its own errors (optimizer.lookahead); only the HPA family was searched")
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
     gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:

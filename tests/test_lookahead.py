@@ -98,10 +98,11 @@ def test_never_cheaper_than_the_limit_when_it_covers_every_step(shape):
 
 
 def test_search_scans_both_families_and_can_pick_lookahead():
-    sp = inference_space(10.0, step_s=300, lead_s=900)
+    sp = inference_space(10.0, step_s=300, lead_s=900, cover_s=600)
     fams = [sp.to_params(x).family for x in sp.grid_points()]
-    assert fams.count("lookahead") == 3 * 6 * 3 and "hpa" in fams
-    assert all(sp.to_params(x).lookahead_lead_s == 900 for x in sp.grid_points())
+    assert fams.count("lookahead") == 3 * 11 * 3 and "hpa" in fams
+    assert all((sp.to_params(x).lookahead_lead_s, sp.to_params(x).lookahead_cover_s) == (900, 600)
+               for x in sp.grid_points())
     rng = np.random.default_rng(5)
     t = np.arange(2016)
     d = np.round(10 + 6 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 1, len(t))).clip(0)
@@ -112,7 +113,7 @@ def test_search_scans_both_families_and_can_pick_lookahead():
 
 def _plan(**kw) -> SeriesPlan:
     p = params(level_window_s=1800, headroom_quantile=0.85, data_step_s=300, lookahead_lead_s=900,
-               min_replicas=1, max_replicas=40).model_dump()
+               lookahead_cover_s=600, min_replicas=1, max_replicas=40).model_dump()
     m = Metrics(cost_usd=1.0, coverage=1.0, idle_ratio=0.1, unmet=0.0)
     return SeriesPlan(series_id="infer/llm-chat", kind="inference", unit="replica", params=p,
                       plan={"min_replicas": 1, "max_replicas": 40, "target_utilization": 0.95,
@@ -135,7 +136,8 @@ def test_exported_manifests_carry_the_lookahead_query_and_validate(autoscaler):
     assert la["metricType"] == "AverageValue" and la["metadata"]["threshold"] == "200"  # 100 % x 2 GPUs
     q = la["metadata"]["query"]
     assert q.startswith("sum(avg_over_time((sum(DCGM_FI_DEV_GPU_UTIL") and "quantile_over_time(0.85," in q
-    assert "[1800s:300s]" in q and "[900s:300s]" in q and "offset 900s" in q and "[7d:300s]" in q
+    assert "[1800s:300s]" in q and "max_over_time((sum(" in q and "[600s:300s])" in q and "offset 900s" in q
+    assert "[7d:300s]" in q
     assert not any(t["type"] == "cron" for t in so["spec"]["triggers"])  # the family uses no forecast peaks
     ext = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
     assert [e["target"]["averageValue"] for e in ext] == ["190", "200"]  # 0.95 x 100 x 2, then 100 x 2
@@ -144,7 +146,38 @@ def test_exported_manifests_carry_the_lookahead_query_and_validate(autoscaler):
 
 
 def test_promql_durations_follow_the_policy():
-    p = params(level_window_s=60, headroom_quantile=0.9, data_step_s=60, lookahead_lead_s=240)
+    p = params(level_window_s=60, headroom_quantile=0.9, data_step_s=60, lookahead_lead_s=240, lookahead_cover_s=180)
     q = promql("sum(x)", p)
-    assert q == ("sum(avg_over_time((sum(x))[60s:60s]) + quantile_over_time(0.9, (max_over_time((sum(x))[240s:60s])"
+    assert q == ("sum(avg_over_time((sum(x))[60s:60s]) + quantile_over_time(0.9, (max_over_time((sum(x))[180s:60s])"
                  " - avg_over_time((sum(x))[60s:60s] offset 240s))[7d:60s]))")
+
+
+def test_target_is_level_plus_quantile_of_the_peak_over_the_steps_still_to_decide():
+    # 5-minute steps, lag 60 s, cold start 90 s: g = 2, d = 1, so errors are max(v[s+2], v[s+3]) - v[s]
+    before = np.array([0.0, 0.0, 9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 5.0])
+    i = inp(np.zeros(4), before=before)
+    t = lookahead_target(i, params(headroom_quantile=0.999), 90, 60)
+    # errors known by the first decision (j = 9 - 2 + 1 = 8): s = 0..5; the 9 at s+2 = 2 gives e_0 = 9;
+    # an observation one step after s (already decided) never counts: e_1 = max(v[3], v[4]) - v[1] = 0
+    v = np.r_[before, np.zeros(4)]
+    errs = [max(v[s + 2], v[s + 3]) - v[s] for s in range(0, 6)]
+    assert errs == [9.0, 0.0, -9.0, 0.0, 0.0, 0.0]
+    assert t[0] == pytest.approx(v[8] + np.quantile(errs, 0.999))
+    assert lead_steps(300, 90, 60) == 3 and lead_steps(60, 90, 60) == 4
+
+
+def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
+    from optimizer.settings import SearchSettings
+    from optimizer.tuning import PolicyReplay
+
+    pr = PolicyReplay("inference", SearchSettings())
+    short = inp(np.full(16, 8.0), step_s=60, before=np.full(20, 8.0))
+    long = inp(np.full(600, 8.0), step_s=300, before=np.full(20, 8.0))
+    fam = lambda sp: {sp.to_params(x).family for x in sp.grid_points()}  # noqa: E731
+    assert fam(pr.space(short)) == {"hpa"} and all(a["family"] == "hpa" for a in
+                                                   [pr.space(short).to_params(x).model_dump()
+                                                    for x in pr.space(short).anchor_points()])
+    sp = pr.space(long)
+    assert fam(sp) == {"hpa", "lookahead"}
+    p = sp.to_params(sp.grid_points()[-1])
+    assert (p.data_step_s, p.lookahead_lead_s, p.lookahead_cover_s) == (300, 900, 600)
