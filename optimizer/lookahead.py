@@ -124,14 +124,25 @@ def promql(series: str, p: InferenceParams) -> str:
     the last ``p.lookahead_cover_s`` (``d + 1`` steps) less the level ``p.lookahead_lead_s``
     (``H`` steps) earlier; their ``headroom_quantile`` over :data:`ERROR_WINDOW`, evaluated every
     step (subqueries ``(expr)[<range>:<step>]``, ``offset``; Prometheus docs, "Subquery")."""
-    st = f"{int(p.data_step_s)}s"
-    lv = f"{level_steps(p.level_window_s, p.data_step_s) * p.data_step_s}s"
-    hz = f"{max(int(p.lookahead_lead_s), int(p.data_step_s))}s"
-    cv = f"{max(int(p.lookahead_cover_s), int(p.data_step_s))}s"
+    step = int(p.data_step_s)
+    st = f"{step}s"
+    lv = _range(level_steps(p.level_window_s, step) * step)
+    hz = f"{max(int(p.lookahead_lead_s), step)}s"
+    cv = _range(max(int(p.lookahead_cover_s), step))
     level = f"avg_over_time(({series})[{lv}:{st}])"
     err = f"(max_over_time(({series})[{cv}:{st}]) - avg_over_time(({series})[{lv}:{st}] offset {hz}))"
-    wd = f"{int(ERROR_WINDOW.total_seconds() // 86400)}d"
+    wd = _range(int(ERROR_WINDOW.total_seconds()) // step * step)
     return f"sum({level} + quantile_over_time({p.headroom_quantile:.4g}, {err}[{wd}:{st}]))"
+
+
+def _range(seconds: int) -> str:
+    """A subquery range of ``seconds`` (whole steps) less one second: Prometheus 2.x selects the
+    closed range ``[t - r, t]`` and 3.x the left-open ``(t - r, t]`` (Prometheus 3.0 migration
+    guide, "Range selectors and lookback exclude samples coinciding with the left boundary"), so
+    with the subquery's points on whole steps both hold exactly ``seconds / step`` of them, the
+    window :func:`lookahead_target` uses (``tests/test_lookahead_promql.py`` checks it on a real
+    Prometheus)."""
+    return f"{max(int(seconds) - 1, 1)}s"
 
 
 __all__ = ["lookahead_target", "replay_lookahead", "promql", "lead_steps", "cold_steps", "observed_lag_steps",

@@ -136,8 +136,8 @@ def test_exported_manifests_carry_the_lookahead_query_and_validate(autoscaler):
     assert la["metricType"] == "AverageValue" and la["metadata"]["threshold"] == "200"  # 100 % x 2 GPUs
     q = la["metadata"]["query"]
     assert q.startswith("sum(avg_over_time((sum(DCGM_FI_DEV_GPU_UTIL") and "quantile_over_time(0.85," in q
-    assert "[1800s:300s]" in q and "max_over_time((sum(" in q and "[600s:300s])" in q and "offset 900s" in q
-    assert "[7d:300s]" in q
+    assert "[1799s:300s]" in q and "max_over_time((sum(" in q and "[599s:300s])" in q and "offset 900s" in q
+    assert "[604799s:300s]" in q  # whole steps less 1 s (optimizer.lookahead._range)
     assert not any(t["type"] == "cron" for t in so["spec"]["triggers"])  # the family uses no forecast peaks
     ext = [m["external"] for m in hpa["spec"]["metrics"] if m["type"] == "External"]
     assert [e["target"]["averageValue"] for e in ext] == ["190", "200"]  # 0.95 x 100 x 2, then 100 x 2
@@ -148,8 +148,8 @@ def test_exported_manifests_carry_the_lookahead_query_and_validate(autoscaler):
 def test_promql_durations_follow_the_policy():
     p = params(level_window_s=60, headroom_quantile=0.9, data_step_s=60, lookahead_lead_s=240, lookahead_cover_s=180)
     q = promql("sum(x)", p)
-    assert q == ("sum(avg_over_time((sum(x))[60s:60s]) + quantile_over_time(0.9, (max_over_time((sum(x))[180s:60s])"
-                 " - avg_over_time((sum(x))[60s:60s] offset 240s))[7d:60s]))")
+    assert q == ("sum(avg_over_time((sum(x))[59s:60s]) + quantile_over_time(0.9, (max_over_time((sum(x))[179s:60s])"
+                 " - avg_over_time((sum(x))[59s:60s] offset 240s))[604799s:60s]))")
 
 
 def test_target_is_level_plus_quantile_of_the_peak_over_the_steps_still_to_decide():
