@@ -79,6 +79,10 @@ held-out traces 3/4, 1/4, 0.357 vs 0.329)
       with 4 or 5 days, 7 with 7 days, as with the current 14;
     * ``ACI_GAMMA`` 0.1 or 0.2 for the 7-day band, 0.1 everywhere: tuning 7 d
       6, 5, 6/13; 0.1 everywhere 9/13 at 24 h.
+    * recency-weighted conformal quantiles (weights halving every 1, 2 or 4
+      days, the test point weighted 1: Barber, Candès, Ramdas & Tibshirani
+      2023, "Conformal prediction beyond exchangeability"): tuning the same
+      counts (7 d 5-6/13) at a higher 24 h idle ratio (0.361-0.375).
     The tuning windows cannot rank settings that differ only beyond 7 days of
     realised errors (rolling origins start at ``tune_start``), e.g. a 14-day
     against a 7-day window. Series that stay outside: over-coverers whose p50
