@@ -44,6 +44,7 @@ from forecasting.backtest import BEST_OF  # noqa: E402
 from forecasting.buckets import BANDS, band_of  # noqa: E402
 from forecasting.hindsight import hindsight_mase  # noqa: E402
 from forecasting.metrics import seasonal_scale  # noqa: E402
+from forecasting.rescore import save_frames  # noqa: E402
 
 #: every model the hindsight bound may combine: the combination's members and the peers
 BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "autoets")
@@ -63,12 +64,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the backtest document here")
     ap.add_argument("--no-bound", action="store_true", help="skip the hindsight bound (a minute or two)")
+    ap.add_argument("--save-frames", type=Path, metavar="DIR",
+                    help="also save every model's rolling forecasts, the history and the windows here, for "
+                         "benchmarks/bench_rescore.py (forecasting.rescore)")
     a = ap.parse_args()
     keep: dict = {}
     doc = run_backtest(a.source, load_config(None), a.series, a.seed, a.timezone,
                        progress=lambda stage, msg="", *r, **k: print(f"[{stage}] {msg}", file=sys.stderr), keep=keep)
     if a.json:
         a.json.write_text(json.dumps(doc, default=str, indent=1))
+    if a.save_frames:
+        save_frames(a.save_frames, keep["rolling"], keep["prep"].h5, keep["prep"].windows)
     for note in doc["notes"]:
         print(note)
     target = {"1h": 1.0, "24h": 0.90, "7d": 0.90}

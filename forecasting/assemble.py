@@ -45,6 +45,20 @@ class Assembled:
     combination: dict[str, dict] = field(default_factory=dict)
 
 
+def combine_rolling(per: dict[str, pd.DataFrame], actual: pd.Series, series_id: str, h5: pd.DataFrame
+                    ) -> tuple[pd.DataFrame, dict[str, dict[str, float]], dict[str, list[float]]]:
+    """One series' rolling forecasts combined and calibrated with no look-ahead (module docstring).
+
+    ``per``: model -> that series' rolling forecast frame; ``actual``: its demand on the
+    5-minute grid (GPUs or replicas); ``h5``: the history frame the bounds come from
+    (:func:`forecasting.bounds.sanitise_rolling`). Returns ``(combined frame, mean p50
+    weights per band, adaptive levels per lead bucket)``.
+    """
+    c, mean_w = combination.combine_online(per, actual, series_id)
+    levels: dict[str, list[float]] = {}
+    return sanitise_rolling(calibration.calibrate_online(c, actual, levels_out=levels), h5), mean_w, levels
+
+
 def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
              finals: dict[str, pd.DataFrame]) -> Assembled:
     """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combination`,
@@ -64,9 +78,8 @@ def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
     for sid in series_ids:
         per = {n: rolling[n][rolling[n]["series_id"] == sid] for n in ROLLING_MODELS}
         last = last5[sid]
-        c, mean_w = combination.combine_online(per, actuals[sid], sid)
-        levels: dict[str, list[float]] = {}
-        comb.append(sanitise_rolling(calibration.calibrate_online(c, actuals[sid], levels_out=levels), h5))
+        c, mean_w, levels = combine_rolling(per, actuals[sid], sid, h5)
+        comb.append(c)
         final_spec = combination.learn_combination(per, actuals[sid])
         # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
         final_off = calibration.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],

@@ -55,6 +55,44 @@ Distribution Shift")
     gamma 0.05 with floor 0 (tuning windows: 1 h 11/13, 24 h 11/13, 7 d 4/13
     series in range; 24 h idle 0.370 against 0.410 for the naive-conformal
     rule). The held-out traces and the evaluation windows are README figures.
+
+Tried in session 7 and not adopted (``benchmarks/bench_rescore.py`` on the
+sample's saved member forecasts; series in [0.90, 0.98] at 24 h / 7 d and the
+24 h idle ratio at p95 against the naive-conformal rule's; current settings:
+tuning 10/13, 6/13, 0.359 vs 0.410; evaluation 7/13, 4/13, 0.466 vs 0.501;
+held-out traces 3/4, 1/4, 0.357 vs 0.329)
+    * the 7-day band borrowing the 24 h band's 12-24 h errors (known within a
+      day, scaled by ``sqrt(lead ratio)``) instead of its own 1-2-day errors:
+      tuning 10/13, 7/13; evaluation 7/13, 4/13 (``train/vcMod`` 0.67 to 0.75);
+      held-out 3/4, 1/4 with ``train/vcpDC`` 0.90 to 0.82;
+    * the longer buckets of a band calibrated from the band's first bucket's
+      last 2 days of errors only (scaled), without their own 14 days: tuning
+      11/13 at 24 h but idle 0.419 against the rule's 0.410; evaluation 12/13,
+      5/13 (7-day median coverage 0.918, below 0.93); held-out 2/4 at 24 h,
+      idle 0.392;
+    * normalised conformal scores (residuals divided by the trailing 3-day
+      standard deviation of demand at their origin, Lei et al. 2018), 24 h band:
+      tuning 10/13 at idle 0.397; on every band 7 d fell to 2/13 on evaluation;
+    * ``CAL_WINDOW`` of 3, 4, 5 or 7 days: the same counts on the tuning
+      windows (idle 0.355-0.365), evaluation 24 h 6-9/13 and 7 d 4-6/13;
+      held-out, counting the three bands together, 6 series-bands in range
+      with 4 or 5 days, 7 with 7 days, as with the current 14;
+    * ``ACI_GAMMA`` 0.1 or 0.2 for the 7-day band, 0.1 everywhere: tuning 7 d
+      6, 5, 6/13; 0.1 everywhere 9/13 at 24 h.
+    * recency-weighted conformal quantiles (weights halving every 1, 2 or 4
+      days, the test point weighted 1: Barber, Candès, Ramdas & Tibshirani
+      2023, "Conformal prediction beyond exchangeability"): tuning the same
+      counts (7 d 5-6/13) at a higher 24 h idle ratio (0.361-0.375).
+    The tuning windows cannot rank settings that differ only beyond 7 days of
+    realised errors (rolling origins start at ``tune_start``), e.g. a 14-day
+    against a 7-day window. Series that stay outside: over-coverers whose p50
+    already covers almost all rows (``train/vcdI0``, ``vcgkz``, ``vccaA`` at 7 d:
+    no band at or above the p50 covers less), over-coverers whose trailing
+    window still holds the errors of a volatile fortnight (``vcTJs``, ``vccaA``
+    at 24 h: offsets about 1.4-3x the ones that would have covered 0.98), and
+    under-coverers after a level shift inside the evaluation week
+    (``vcMod``, ``vcJkd``, ``nasa-http``, ``vchbv`` at 7 d: forecasts issued
+    before the shift miss every target after it, whatever their offsets).
 """
 
 from __future__ import annotations

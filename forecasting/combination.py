@@ -44,6 +44,15 @@ No look-ahead
 Defaults (:data:`ETA`, :data:`HALF_LIFE`, :data:`PRIOR_NAIVE`) were chosen on
 the tuning windows of the whole embedded sample, the same values for every
 series and band (README "Results on the embedded sample").
+
+Tried in session 7 and not adopted (``benchmarks/bench_rescore.py``; median MASE
+over the best peer): half-life 1 or 7 days, a 24 h learning rate of 1 or 5, a
+prior of 0.2 on naive (tuning windows 24 h 0.935-0.964 against 0.939); stacked
+p50 weights (least absolute deviations over the simplex on the last 7 days of
+realised rows, refitted daily, shrunk toward these weights): evaluation 24 h
+1.039 against 0.994, 7 d 1.045 against 1.168, but 1.172 against 1.058 on the
+unseen traces, and not measurable at 7 d on the tuning windows (README, issue 13
+session 7).
 """
 
 from __future__ import annotations

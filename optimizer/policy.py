@@ -62,6 +62,12 @@ class InferenceParams(BaseModel):
     Rate policies are ``Percent`` per ``period_s``. Pre-scaling raises the
     desired replicas to ``ceil(forecast(t + prescale_lead_s) / target)`` using
     the hourly forecast at ``prescale_quantile`` (``none`` disables it).
+
+    ``family`` picks the replayed policy family (:data:`optimizer.replay.INFERENCE_FAMILIES`):
+    ``hpa`` (the above), or ``lookahead`` (:mod:`optimizer.lookahead`): desired replicas =
+    the observed level over ``level_window_s`` (seconds) plus the ``headroom_quantile`` (0-1)
+    of its recent errors against the peak of the next lag + cold-start steps, beside the
+    utilisation trigger at ``target_utilization``; the pre-scaling fields are unused there.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -76,6 +82,15 @@ class InferenceParams(BaseModel):
     period_s: int = Field(default=60, ge=1, le=1800)
     prescale_lead_s: int = Field(default=0, ge=0, le=3600)
     prescale_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
+    family: Literal["hpa", "lookahead"] = "hpa"
+    level_window_s: int = Field(default=0, ge=0, le=3600)
+    headroom_quantile: float = Field(default=0.9, ge=0.5, le=0.999)
+    data_step_s: int = Field(default=300, ge=1, le=3600, description="the step (s) of the data the policy was "
+                             "tuned on; the lookahead query evaluates at it (set by the search, never searched)")
+    lookahead_lead_s: int = Field(default=900, ge=0, le=7200, description="the lookahead family's lead (s): "
+                                  "metrics lag + one step + cold start, in whole steps (set by the search)")
+    lookahead_cover_s: int = Field(default=600, ge=0, le=7200, description="the lookahead family's covered span "
+                                   "(s): cold start + one step, in whole steps (set by the search)")
 
 
 class Metrics(BaseModel):

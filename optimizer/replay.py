@@ -55,6 +55,7 @@ forecast with ``issued_at < t``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -331,14 +332,31 @@ def hpa_from_params(p: InferenceParams, step_s: int) -> HPA:
     return HPA(min_replicas=max(p.min_replicas, 1), max_replicas=p.max_replicas, scale_up=up, scale_down=down)
 
 
+#: Inference policy families: ``InferenceParams.family`` -> replay function with the signature of
+#: :func:`replay_inference`. ``hpa`` is the HPA with optional forecast pre-scaling below;
+#: ``lookahead`` (:mod:`optimizer.lookahead`) registers itself when imported (end of this module).
+INFERENCE_FAMILIES: dict[str, Callable[..., tuple[Metrics, dict]]] = {}
+
+
+def register_family(name: str):
+    """Decorator: register a replay function as the inference family ``name``."""
+    def deco(fn):
+        INFERENCE_FAMILIES[name] = fn
+        return fn
+    return deco
+
+
 def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
                      metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
-    """Replay an inference service under the HPA policy ``p`` (timeline in the
-    module docstring).
+    """Replay an inference service under the policy ``p`` (timeline in the
+    module docstring): the HPA family here, another ``p.family`` by its
+    registered replay (:data:`INFERENCE_FAMILIES`; KeyError for an unknown one).
 
     Returns ``(metrics, series)`` with per-step ``replicas`` (spec, paid) and
     ``provisioned`` (ready replicas).
     """
+    if p.family != "hpa":
+        return INFERENCE_FAMILIES[p.family](inp, p, cold_start_s, initial, metrics_lag_s)
     hpa = hpa_from_params(p, inp.step_s)
     pre = prescale_demand(inp, p.prescale_quantile, p.prescale_lead_s) if p.prescale_quantile != "none" else None
     return run_controller(inp, lambda now, cur, d, i: hpa.step(
@@ -419,3 +437,6 @@ def run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int, me
     step_h = step / 3600.0
     cost = float(replicas.sum() * step_h * inp.gpus_per_unit * inp.price.on_demand)
     return _metrics(inp.demand, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}
+
+
+from optimizer import lookahead  # noqa: E402,F401  (registers the ``lookahead`` family; imports this module)

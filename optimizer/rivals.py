@@ -20,7 +20,7 @@ comparison design). :data:`Z` = 1.645, the one-sided 95 % normal quantile. A
 difference that comes from a single day has a t-statistic of exactly 1, so it
 never decides; a rival that is cheaper day after day does.
 
-The rule is skipped, leaving the plain comparison (the rival wins when its
+The tuning applies it to training pools only. It is skipped, leaving the plain comparison (the rival wins when its
 objective is lower), when either policy carries no daily costs (inference
 replays) or the window has fewer than two days. The tuning records
 ``tuning["rival_margin"]``, the margin it asked for (USD, or the score's units).

@@ -87,6 +87,9 @@ class InferenceBounds(_Bounds):
     min_replicas: tuple[int, int] | None = None
     prescale_lead_s: tuple[int, int] | None = None
     prescale_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
+    family: list[Literal["hpa", "lookahead"]] | None = Field(default=None, min_length=1)
+    level_window_s: tuple[int, int] | None = None
+    headroom_quantile: tuple[float, float] | None = None
     max_replicas: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")

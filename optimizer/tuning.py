@@ -16,10 +16,17 @@ limit (:mod:`optimizer.oracle`).
 
 **Never worse than the status quo.** After the search, the baseline and every
 peer are scored with the same objective on the tuning window. When one of
-them beats the searched policy there by more than the noise of the window's
-days (:mod:`optimizer.rivals`: a paired comparison of the daily costs), it is the recommendation
+them beats the searched policy there (a training pool's rival by more than the
+noise of the window's days, :mod:`optimizer.rivals`: a paired comparison of the
+daily costs), it is the recommendation
 (``recommended_policy`` names it, ``notes`` say why), and its evaluation
-figures are the recommended figures. The manifests still carry the searched
+figures are the recommended figures. For inference services a tie goes to the
+rival too: a searched policy is only worth recommending over a rule a careful
+engineer sets up without capplan if it beats it (issue 12, "Peer policies"); on a
+tuning window too short to tell them apart (the 16-minute one of
+``infer/azure-llm-conv``) several policies, the naive-conformal peer among them,
+cover every step at the same cost, and the tie-break would otherwise pick by safety
+alone. (Training pools keep their tie-break, :func:`optimizer.search.pick_best`.) The manifests still carry the searched
 policy's capacity (the exporters express forecast-driven layers, not these
 rules), which the note also says.
 
@@ -30,7 +37,11 @@ inference services without a grid, the best of the anchors);
 the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
 (3 %) of it, and never on a tuning window shorter than a day
 (:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
-says so). The scan picks its policy by the worst objective of it and its grid
+says so). For the same reason an inference service with such a tuning window is
+searched in the HPA family only: the ``lookahead`` family (:mod:`optimizer.lookahead`)
+learns its headroom from the service's own errors, and on the 16-minute window of
+``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the
+reactive peer on the evaluation window (a note says so). The scan picks its policy by the worst objective of it and its grid
 neighbours, so the refinement's point is judged the same way before it may
 replace it (:func:`optimizer.search.neighbour_objective`;
 ``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
@@ -51,6 +62,7 @@ import pandas as pd
 from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
 from optimizer.intermittent import intermittent_space
+from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -114,7 +126,17 @@ class PolicyReplay:
         d = tune.demand[np.isfinite(tune.demand)]
         past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
         peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
-        return inference_space(peak, self.settings.inference_bounds.as_dict())
+        lead = lead_steps(tune.step_s, self.settings.cold_start_s, self.settings.metrics_lag_s) * tune.step_s
+        cover = (cold_steps(tune.step_s, self.settings.cold_start_s) + 1) * tune.step_s
+        bounds = self.settings.inference_bounds.as_dict()
+        if short_window(tune):  # too short to learn the lookahead family's margin (module docstring)
+            bounds["family"] = [f for f in bounds.get("family", ["hpa"]) if f == "hpa"] or ["hpa"]
+        return inference_space(peak, bounds, tune.step_s, lead, cover)
+
+
+def short_window(tune: ReplayInput) -> bool:
+    """The tuning window is shorter than :data:`REFINE_MIN_WINDOW_S` (a day)."""
+    return len(tune.times) * tune.step_s < REFINE_MIN_WINDOW_S
 
 
 @dataclass
@@ -224,6 +246,9 @@ def tune_policy(task: SearchTask) -> Tuned:
         tuning["random_objective"] = rnd.best_objective
         rnd_params = rnd.best_params.model_dump()
     notes = [why] if why else []
+    if task.kind == "inference" and short_window(tune):
+        notes.append("tuning: the tuning window is shorter than a day, too short to learn the lookahead family's "
+                     "headroom from its own errors (optimizer.lookahead); only the HPA family was searched")
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
     gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:
@@ -267,16 +292,20 @@ def tune_policy(task: SearchTask) -> Tuned:
         if name != "baseline":
             rivals[name] = tuning[f"{name}_objective"] = obj(m)
     best_rival = min(rivals, key=rivals.get)
-    # a rival must win by more than the days' noise (optimizer.rivals; USD objectives only)
-    margin = rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival]) if score is None else 0.0
+    # a training pool's rival must win by more than the days' noise (optimizer.rivals; USD objectives only);
+    # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
+    margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
+              if score is None and task.kind == "training" else 0.0)
     tuning["rival_margin"] = margin
     unit = "USD" if score is None else "(daily regret score)"
-    if rival_wins(best_obj, rivals[best_rival], margin):
+    tol = 1e-9 * max(1.0, abs(best_obj))
+    tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
+    if rival_wins(best_obj, rivals[best_rival], margin) or tied:
         chosen = best_rival
-        notes.append(f"policy: the {best_rival} policy beat the searched policy on the tuning window (objective "
+        notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the searched policy on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
                      f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
-    elif rivals[best_rival] < best_obj - 1e-9 * max(1.0, abs(best_obj)):
+    elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
                      f"({margin:,.2f}; optimizer.rivals), so the searched policy is kept")

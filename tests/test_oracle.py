@@ -186,6 +186,13 @@ def _check_inference(d, step_s=300, before=None):
                             prescale_quantile=rng.choice(["none", "p50"]))
         for lag in (0, 60):
             results.append(replay_inference(i, p, 90, metrics_lag_s=lag)[0])
+    for _ in range(8):  # the lookahead family (optimizer.lookahead), with high quantiles that often cover all
+        p = InferenceParams(target_utilization=float(rng.uniform(0.5, 1.0)), family="lookahead",
+                            level_window_s=int(rng.choice([0, 900, 1800])),
+                            headroom_quantile=float(rng.uniform(0.5, 0.999)), max_replicas=500,
+                            scale_down_window_s=int(rng.choice([0, 300, 900])), scale_up_percent=1000, period_s=15)
+        for lag in (0, 60):
+            results.append(replay_inference(i, p, 90, metrics_lag_s=lag)[0])
     full = [m for m in results if m.coverage == 1.0]
     for m in full:
         assert m.cost_usd >= limit - 1e-6, (m, limit)

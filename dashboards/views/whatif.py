@@ -69,6 +69,11 @@ with left:
                                                        value=rec.get("prescale_quantile", "none"), key=f"wi_{k}_pq")
         params["prescale_lead_s"] = st.slider("Pre-scaling lead (s)", 0, 3600, int(rec.get("prescale_lead_s", 0)), 60,
                                               key=f"wi_{k}_lead")
+        if rec.get("family") == "lookahead":  # optimizer.lookahead: level window and error quantile
+            params["level_window_s"] = st.slider("Lookahead level window (s)", 0, 3600,
+                                                 int(rec.get("level_window_s", 0)), 60, key=f"wi_{k}_lw")
+            params["headroom_quantile"] = st.slider("Lookahead quantile of past errors", 0.5, 0.999,
+                                                    float(rec.get("headroom_quantile", 0.9)), 0.01, key=f"wi_{k}_hq")
         # the spot fraction does not apply to inference replicas (paid on demand in the replay)
     st.button("Reset to recommended", on_click=reset, key=f"wi_{k}_reset")
 

@@ -16,7 +16,11 @@ prometheus-adapter from the DCGM exporter (rule in :mod:`.adapter`):
 ``behavior`` comes from the tuned policy: stabilisation windows (0–3600 s) and
 one ``Percent`` rate policy per direction with ``periodSeconds`` (1–1800 s)
 (HPA docs, "Configurable scaling behavior"). Resource metrics (cpu, memory)
-are added only when ``export.resource_metrics`` configures them.
+are added only when ``export.resource_metrics`` configures them. A service on the
+``lookahead`` family (:mod:`optimizer.lookahead`) gets a second External metric,
+``capplan_lookahead_<name>`` (level plus the tuned quantile of its errors, percent points),
+with ``averageValue`` 100 x GPUs per replica: the HPA proposes ``ceil(metric / averageValue)``
+replicas from it and takes the larger of its metrics' proposals (HPA docs, "Algorithm details").
 """
 
 from __future__ import annotations
@@ -91,6 +95,11 @@ def external_metric_name(name: str) -> str:
     return "capplan_gpu_util_" + name.replace("-", "_")
 
 
+def lookahead_metric_name(name: str) -> str:
+    """The External metric of a ``lookahead`` service (:mod:`optimizer.lookahead`, rule in :mod:`.adapter`)."""
+    return "capplan_lookahead_" + name.replace("-", "_")
+
+
 def pod_regex(target_name: str, kind: str) -> str:
     """Pods of a Deployment are ``<name>-<rs hash>-<pod hash>``; of a StatefulSet ``<name>-<ordinal>``."""
     return f"{target_name}-[0-9]+" if kind == "StatefulSet" else f"{target_name}-[a-z0-9]+-[a-z0-9]+"
@@ -107,6 +116,10 @@ def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
             "target": {"type": "AverageValue", "averageValue": quantity(target_percent(p, t.gpus_per_replica))},
         },
     }]
+    if p.family == "lookahead":  # replicas = ceil(level + margin) at 100 %: the HPA takes the larger proposal
+        metrics.append({"type": "External", "external": {
+            "metric": {"name": lookahead_metric_name(name)},
+            "target": {"type": "AverageValue", "averageValue": quantity(100.0 * t.gpus_per_replica)}}})
     for res, pct in sorted(ctx.settings.resource_metrics.items()):
         metrics.append({"type": "Resource",
                         "resource": {"name": res, "target": {"type": "Utilization", "averageUtilization": int(pct)}}})

@@ -19,7 +19,11 @@ Per inference series (KEDA docs "Scaling Deployments", "Prometheus" scaler,
   p95 need for the next 24 h (:func:`optimizer.prescale.fallback_replicas`),
   so an outage holds forecast demand instead of ``maxReplicaCount``;
 * ``advanced.horizontalPodAutoscalerConfig.behavior`` from the tuned policy;
-* one ``cron`` trigger per forecast peak (:func:`optimizer.prescale.prescale_windows`)
+* with the ``lookahead`` family (:mod:`optimizer.lookahead`), a second ``prometheus`` trigger
+  ``lookahead`` whose query is the level plus the tuned quantile of its errors
+  (:func:`lookahead_trigger`), ``threshold`` 100 x GPUs per replica (replicas at 100 %), and no
+  cron windows (the family does not use the forecast peaks);
+* with the ``hpa`` family, one ``cron`` trigger per forecast peak (:func:`optimizer.prescale.prescale_windows`)
   (``timezone``, ``start``, ``end``, ``desiredReplicas``). The HPA takes the
   largest of the triggers, so pre-scaling only ever adds replicas. The cron
   fields are the window's weekday and time in the series' timezone, so a
@@ -44,6 +48,7 @@ from optimizer.exporters.base import SCALE_TO_ZERO_ANNOTATION, Context, Doc, reg
 from optimizer.exporters.hpa import (behavior, behavior_notes, min_replicas, pod_regex, quantity, replica_notes,
                                      target_percent)
 from optimizer.exporters.settings import PROMETHEUS_PLACEHOLDER
+from optimizer.lookahead import promql
 from optimizer.policy import InferenceParams, SeriesPlan
 
 AUTH_NAME = "capplan-prometheus"
@@ -53,6 +58,8 @@ ACTIVATION_NOTE = "whole query result in percent points (not per replica); decid
 NULL_NOTE = "empty result = error (fallback), never zero load"
 PLACEHOLDER_NOTE = ("PLACEHOLDER: no Prometheus address in capplan.yaml; prometheus-operator's default Service. "
                     "Set export.prometheus_url")
+LOOKAHEAD_NOTE = ("lookahead family: 100 x GPUs per replica, so desired replicas = ceil(level + tuned quantile of "
+                  "its recent errors against the peak over the metrics lag + cold start); baseline: none")
 MAX_WINDOW = dt.timedelta(days=1)
 
 
@@ -83,6 +90,20 @@ def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
         return f"{t.minute} {t.hour} * * {t.isoweekday() % 7}"
 
     return expr(a), expr(b)
+
+
+def lookahead_trigger(series_query: str, p: InferenceParams, gpus_per_replica: int, prom: dict) -> dict:
+    """The ``lookahead`` family's trigger (:mod:`optimizer.lookahead`): a ``prometheus`` trigger
+    on :func:`optimizer.lookahead.promql` of the service's summed GPU utilisation (percent points),
+    ``AverageValue`` with ``threshold`` = 100 x GPUs per replica, so the HPA asks for
+    ``ceil(level + margin)`` replicas at 100 % utilisation; server and authentication as the
+    utilisation trigger ``prom``."""
+    md = {k: v for k, v in prom["metadata"].items() if k not in ("query", "threshold", "activationThreshold")}
+    md.update({"query": promql(series_query, p), "threshold": quantity(100.0 * gpus_per_replica)})
+    out = {"type": "prometheus", "name": "lookahead", "metricType": "AverageValue", "metadata": md}
+    if "authenticationRef" in prom:
+        out["authenticationRef"] = prom["authenticationRef"]
+    return out
 
 
 def fallback_replicas(plan: SeriesPlan, p: InferenceParams, ctx: Context, lo: int) -> tuple[int, str]:
@@ -131,13 +152,16 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
              "activationThreshold": ACTIVATION_NOTE, "ignoreNullValues": NULL_NOTE,
              "spec.triggers[0].metadata.serverAddress": PLACEHOLDER_NOTE if s.prometheus_url is None else
              "from capplan.yaml"}
-    for i, w in enumerate(plan.plan.get("prescale") or []):
+    if p.family == "lookahead":
+        triggers.append(lookahead_trigger(query, p, t.gpus_per_replica, prom))
+        notes[f"spec.triggers[{len(triggers) - 1}].metadata.threshold"] = LOOKAHEAD_NOTE
+    for i, w in enumerate(plan.plan.get("prescale") if p.family == "hpa" else []):
         start, end = cron_window(w["start"], w["end"], tz)
         want = min(max(int(w["desired_replicas"]), lo), int(p.max_replicas))
         triggers.append({"type": "cron", "name": f"prescale-{i}",
                          "metadata": {"timezone": tz, "start": start, "end": end, "desiredReplicas": str(want)}})
         a, b = _local(w["start"], z), _local(w["end"], z)
-        notes[f"spec.triggers[{i + 1}].metadata.desiredReplicas"] = (
+        notes[f"spec.triggers[{len(triggers) - 1}].metadata.desiredReplicas"] = (
             f"forecast {quant} peak {a:%a %H:%M}-{b:%H:%M} {tz} / target {p.target_utilization:.2f}, "
             f"{p.prescale_lead_s} s early (tuned lead); baseline: no pre-scaling")
     meta = ctx.meta(plan, name, t.namespace)

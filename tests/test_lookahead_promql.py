@@ -1,0 +1,77 @@
+"""The lookahead family's exported PromQL computes what the replay replays, on a real Prometheus.
+
+:func:`optimizer.lookahead.promql` is what the KEDA trigger (and the prometheus-adapter rule)
+asks a cluster's Prometheus for; :func:`optimizer.lookahead.lookahead_target` is what the replay,
+the search and every reported figure use. Here both see the same real demand: five hours of one
+Helios team's running GPUs per minute, scaled to percent, (``tests/prom_fixture.helios``), written as dcgm-exporter's
+``DCGM_FI_DEV_GPU_UTIL`` (percent) of two GPUs, backfilled with ``promtool`` and served by a real
+``prometheus`` on 127.0.0.1. At every tested instant the query must equal the replay's target.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+
+from optimizer.lookahead import cold_steps, lead_steps, lookahead_target, observed_lag_steps, promql
+from optimizer.policy import InferenceParams
+from optimizer.prices import GpuPrice
+from optimizer.replay import ReplayInput
+from tests.prom_fixture import create_blocks, helios, require_prometheus, start_prometheus
+
+STEP = 60
+MINUTES = 300
+START = 600  # minutes into the trace: a stretch where the team's demand moves
+SERIES = 'sum(DCGM_FI_DEV_GPU_UTIL{namespace="infer"})'
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """(url, per-minute summed utilisation, timestamps in epoch seconds) of a real Prometheus."""
+    prom, tool = require_prometheus()
+    root = tmp_path_factory.mktemp("lookahead-promql")
+    h = helios().iloc[START:START + MINUTES].reset_index(drop=True)
+    ts = (h["timestamp"].astype("int64") // 10**9).to_numpy()
+    assert (np.diff(ts) == STEP).all() and ts[0] % STEP == 0  # PromQL subqueries align to multiples of the step
+    run = h["running"].to_numpy()
+    per_gpu = [np.clip(np.round(run * (0.5 + 0.05 * g)), 0, 100) for g in range(2)]  # percent, the trace's variation
+    lines = ["# TYPE DCGM_FI_DEV_GPU_UTIL gauge"]
+    for g, v in enumerate(per_gpu):
+        lab = f'gpu="{g}",modelName="NVIDIA A10G",namespace="infer",pod="model-server-7d9f-{g}"'
+        lines += [f"DCGM_FI_DEV_GPU_UTIL{{{lab}}} {x:g} {t}" for x, t in zip(v, ts)]
+    lines.append("# EOF")
+    om = root / "dcgm.om"
+    om.write_text("\n".join(lines) + "\n")
+    create_blocks(tool, om, root / "tsdb")
+    srv = start_prometheus(prom, root / "tsdb", root / "prom")
+    yield srv.url, per_gpu[0] + per_gpu[1], ts
+    srv.stop()
+
+
+@pytest.mark.parametrize("level_window_s,quantile", [(0, 0.85), (900, 0.9), (1800, 0.7)])
+def test_promql_equals_replay_target(served, level_window_s, quantile):
+    url, demand, ts = served
+    cold_s, lag_s = 90, 60
+    g, d = observed_lag_steps(STEP, lag_s), cold_steps(STEP, cold_s)
+    p = InferenceParams(target_utilization=0.95, family="lookahead", level_window_s=level_window_s, headroom_quantile=quantile,
+                        data_step_s=STEP, lookahead_lead_s=lead_steps(STEP, cold_s, lag_s) * STEP,
+                        lookahead_cover_s=(d + 1) * STEP)
+    inp = ReplayInput(times=pd.to_datetime(ts, unit="s", utc=True), demand=demand.astype(float), step_s=STEP,
+                      price=GpuPrice(on_demand=1.0, spot=0.5, reserved=0.6))
+    target = lookahead_target(inp, p, cold_s, lag_s)  # step i holds the value computed at step i - g
+    query = promql(SERIES, p)
+    checked = 0
+    for j in range(10, MINUTES - g, 23):
+        r = requests.get(f"{url}/api/v1/query", params={"query": query, "time": int(ts[j])}, timeout=10)
+        r.raise_for_status()
+        result = r.json()["data"]["result"]
+        assert len(result) == 1, (j, result)
+        got = float(result[0]["value"][1])
+        assert got == pytest.approx(target[j + g], rel=1e-9, abs=1e-9), (j, query)
+        checked += 1
+    assert checked >= 10
+    # the margin matters here: a query without it would not pass
+    assert np.nanmax(target - pd.Series(demand).rolling(max(1, level_window_s // STEP), min_periods=1)
+                     .mean().shift(g).to_numpy()) >= 1
