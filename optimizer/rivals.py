@@ -20,10 +20,12 @@ comparison design). :data:`Z` = 1.645, the one-sided 95 % normal quantile. A
 difference that comes from a single day has a t-statistic of exactly 1, so it
 never decides; a rival that is cheaper day after day does.
 
-The tuning applies it to training pools only. It is skipped, leaving the plain comparison (the rival wins when its
-objective is lower), when either policy carries no daily costs (inference
-replays) or the window has fewer than two days. The tuning records
-``tuning["rival_margin"]``, the margin it asked for (USD, or the score's units).
+The tuning (:mod:`optimizer.tuning`) applies it to training pools under the
+default ``cost`` objective only. :func:`rival_margin` is 0, leaving the plain
+comparison (the rival wins when its objective is lower), when either policy
+carries no daily costs or the window has fewer than two days. The tuning
+records ``tuning["rival_margin"]``, the margin it asked for (USD; 0 where the
+rule does not apply).
 """
 
 from __future__ import annotations
