@@ -3,6 +3,9 @@
 Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
 
 * ``reserved_gpus`` = ceil(reservation_ratio x mean of the weekly tier's quantile) — the weekly commitment;
+  every ``ceil`` of a forecast level here and in the replay is :func:`optimizer.whole_units.whole`: a level
+  at most :data:`optimizer.whole_units.COUNT_TOLERANCE` above a whole number is that number when the
+  history counts whole GPUs;
 * the day's target = ceil(headroom x the day's level of the combined quantile over the next 24 h): its
   maximum (``daily_rule="max"``), or its newsvendor level (``"newsvendor"``: the highest of its hourly
   maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.layers.exceeded_level`, as
@@ -35,6 +38,7 @@ from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.prescale import fallback_replicas, prescale_windows
+from optimizer.whole_units import count_tolerance, whole
 
 
 def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
@@ -59,7 +63,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     if kind == "training":
         p = TrainingParams(**params)
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
-        reserved = math.ceil(p.reservation_ratio * float(weekly[p.quantile].mean()) - 1e-9) if len(weekly) else 0
+        tol = count_tolerance(hist["value"].to_numpy())  # as the replay (optimizer.whole_units)
+        reserved = whole(p.reservation_ratio * float(weekly[p.quantile].mean()), tol) if len(weekly) else 0
         if p.daily_rule == "newsvendor":
             if spot_share is None:
                 raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")
@@ -67,7 +72,7 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             level = exceeded_level(hours.to_numpy(), spot_share)
         else:
             level = float(day[p.quantile].max())
-        target = math.ceil(p.headroom * level - 1e-9)
+        target = whole(p.headroom * level, tol)
         if p.daily_cap == "last_day_peak":  # as the replay: never more than the last 24 h needed
             v = hist.dropna(subset=["value"])
             v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]
@@ -83,7 +88,7 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
                          else float(hour[FALLBACK].max()))
             else:
                 level = float(hour[p.topup_quantile].max())
-            want = math.ceil(p.topup_headroom * max(level, 0.0) - 1e-9)
+            want = whole(p.topup_headroom * max(level, 0.0), tol)
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),

@@ -34,6 +34,10 @@ class TrainingParams(BaseModel):
       policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
       use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
       of a forecast quantile (:mod:`optimizer.calibrated`).
+
+    Every ``ceil`` above is :func:`optimizer.whole_units.whole`: when the pool's demand before
+    the window counts whole GPUs, a level at most
+    :data:`optimizer.whole_units.COUNT_TOLERANCE` (0.1 GPU) above a whole number is that number.
     """
 
     model_config = ConfigDict(extra="forbid")

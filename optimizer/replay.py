@@ -65,6 +65,7 @@ from forecasting.types import QCOLS
 from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.prices import GpuPrice
+from optimizer.whole_units import count_tolerance, whole
 
 
 @dataclass
@@ -97,6 +98,7 @@ class ReplayInput:
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
+    count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
 
 
 def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> tuple[pd.DatetimeIndex, np.ndarray]:
@@ -190,8 +192,11 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
         raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
                          f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
     dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
-    reserved = np.ceil(p.reservation_ratio * wm - 1e-9)
-    target = np.ceil(p.headroom * dm - 1e-9)
+    if inp.count_tol is None:
+        inp.count_tol = count_tolerance(inp.history_before)
+    tol = inp.count_tol
+    reserved = whole(p.reservation_ratio * wm, tol)
+    target = whole(p.headroom * dm, tol)
     if p.daily_cap == "last_day_peak":  # never buy for the day more than the last 24 h needed
         if inp.day_peak is None:
             inp.day_peak = day_start_peak(inp)
@@ -203,7 +208,7 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     if p.topup_quantile != "none":
         hm = inp.hour_max.get(p.topup_quantile)
         hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
-        hourly = np.maximum(np.ceil(p.topup_headroom * hm - 1e-9) - reserved - flex, 0.0)
+        hourly = np.maximum(whole(p.topup_headroom * hm, tol) - reserved - flex, 0.0)
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
 
 

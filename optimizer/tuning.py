@@ -16,7 +16,9 @@ limit (:mod:`optimizer.oracle`).
 
 **Never worse than the status quo.** After the search, the baseline and every
 peer are scored with the same objective on the tuning window. When one of
-them beats the searched policy there, it is the recommendation
+them beats the searched policy there (a training pool's rival by more than the
+noise of the window's days, :mod:`optimizer.rivals`: a paired comparison of the
+daily costs), it is the recommendation
 (``recommended_policy`` names it, ``notes`` say why), and its evaluation
 figures are the recommended figures. For inference services a tie goes to the
 rival too: a searched policy is only worth recommending over a rule a careful
@@ -65,6 +67,7 @@ from optimizer.oracle import OracleResult, daily_training_limits, inference_orac
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay import ReplayInput, replay_inference, replay_training
+from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
                               neighbour_objective, objective_value, run_search, training_space)
 from optimizer.settings import SearchSettings
@@ -283,18 +286,29 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
     chosen = "searched"
+    rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
     rivals = {"baseline": tuning["baseline_objective"]}
-    for name, (m, _) in tpr.peers(tune).items():
-        rivals[name] = tuning[f"{name}_objective"] = obj(m)
+    for name, m in rival_metrics.items():
+        if name != "baseline":
+            rivals[name] = tuning[f"{name}_objective"] = obj(m)
     best_rival = min(rivals, key=rivals.get)
+    # a training pool's rival must win by more than the days' noise (optimizer.rivals; USD objectives only);
+    # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
+    margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
+              if score is None and task.kind == "training" else 0.0)
+    tuning["rival_margin"] = margin
+    unit = "USD" if score is None else "(daily regret score)"
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
-    if rivals[best_rival] < best_obj - tol or tied:
+    if rival_wins(best_obj, rivals[best_rival], margin) or tied:
         chosen = best_rival
-        unit = "USD" if score is None else "(daily regret score)"
         notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the searched policy on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
                      f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
+    elif rivals[best_rival] < best_obj - tol:
+        notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
+                     f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
+                     f"({margin:,.2f}; optimizer.rivals), so the searched policy is kept")
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
 
 

@@ -1,0 +1,62 @@
+"""When a rival (the baseline or a peer) has beaten the searched policy on the tuning window.
+
+"Never worse than the status quo" (issue 12, :mod:`optimizer.tuning`): a rival
+that beats the searched policy on the tuning window is recommended instead.
+A tuning window is one week, seven days of demand; a rival that is cheaper by
+what one day happened to bring has not shown that it is cheaper. On an idle
+tuning week (``train/vcJkd``: demand in 2 of 168 hours) the naive-conformal peer
+was cheaper by one on-demand GPU-hour, all of it on one day, and was then
+recommended for a busy evaluation week at 2.7x the perfect-foresight limit.
+
+**Rule (a paired comparison over the days).** Each day of the tuning window is
+one demand scenario (as :func:`optimizer.search.daily_regret_score` treats
+them). With ``d_k`` = searched policy's cost on day ``k`` minus the rival's
+(USD), ``n`` days and ``s`` their sample standard deviation, the rival wins
+when its objective is lower than the searched policy's by more than
+:data:`Z` standard errors of the window's total, ``Z x sqrt(n) x s``
+(the paired t-statistic of the daily differences above ``Z``; e.g. Montgomery,
+*Design and Analysis of Experiments*, 8th ed., 2013, section 2.5.1, the paired
+comparison design). :data:`Z` = 1.645, the one-sided 95 % normal quantile. A
+difference that comes from a single day has a t-statistic of exactly 1, so it
+never decides; a rival that is cheaper day after day does.
+
+The tuning (:mod:`optimizer.tuning`) applies it to training pools under the
+default ``cost`` objective only. :func:`rival_margin` is 0, leaving the plain
+comparison (the rival wins when its objective is lower), when either policy
+carries no daily costs or the window has fewer than two days. The tuning
+records ``tuning["rival_margin"]``, the margin it asked for (USD; 0 where the
+rule does not apply).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from optimizer.policy import Metrics
+
+Z = 1.645  # one-sided 95 % standard normal quantile (module docstring)
+
+
+def rival_margin(searched: Metrics, rival: Metrics, z: float = Z) -> float:
+    """``z x sqrt(n) x sd`` of the paired daily cost differences (USD; module docstring), or 0
+    when the rule does not apply (no daily costs on either side, unequal day counts, fewer
+    than two days)."""
+    a, b = searched.daily_cost_usd, rival.daily_cost_usd
+    if a is None or b is None or len(a) != len(b) or len(a) < 2:
+        return 0.0
+    d = np.asarray(a, float) - np.asarray(b, float)
+    if not np.all(np.isfinite(d)):
+        return 0.0
+    return float(z * math.sqrt(len(d)) * np.std(d, ddof=1))
+
+
+def rival_wins(searched_objective: float, rival_objective: float, margin: float) -> bool:
+    """True when the rival's objective is below the searched policy's by more than ``margin``
+    (and by more than float noise, relative 1e-9)."""
+    noise = 1e-9 * max(1.0, abs(searched_objective))
+    return bool(rival_objective < searched_objective - max(margin, 0.0) - noise)
+
+
+__all__ = ["Z", "rival_margin", "rival_wins"]
