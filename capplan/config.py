@@ -320,13 +320,16 @@ class CapplanConfig(BaseModel):
     @model_validator(mode="after")
     def _export_from_sources(self):
         """Fill the ``export:`` section from the rest of the file, where it is silent:
-        KEDA's ``serverAddress`` from ``prometheus.url``; ``keda_auth.mode: auto`` from the
+        KEDA's ``serverAddress`` from ``prometheus.url``; the scrape interval of the lookahead query
+        from ``prometheus.scrape_interval``; ``keda_auth.mode: auto`` from the
         credentials ``prometheus:`` names (bearer, basic or none); each series' ``namespace``
         and ``target`` (Deployment) into ``export.targets`` (an explicit target wins)."""
         ex = self.export
         if self.prometheus is not None:
             if ex.prometheus_url is None:
                 ex.prometheus_url = self.prometheus.url
+            if ex.scrape_interval_s is None:
+                ex.scrape_interval_s = parse_duration(self.prometheus.scrape_interval)
             if ex.keda_auth.mode == "auto":
                 ex.keda_auth.mode = ("bearer" if self.prometheus.bearer_token_env else
                                      "basic" if self.prometheus.basic_auth else "none")

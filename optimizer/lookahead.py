@@ -115,7 +115,7 @@ def replay_lookahead(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
         cold_start_s, start, metrics_lag_s)
 
 
-def promql(series: str, p: InferenceParams) -> str:
+def promql(series: str, p: InferenceParams, scrape_s: int = 60) -> str:
     """The query that computes :func:`lookahead_target` in a cluster, one element (an outer ``sum``
     of one series, as KEDA's Prometheus scaler needs): ``series`` is a PromQL expression whose value
     is the summed demand (e.g. percent points of GPU utilisation); the result is the level plus the
@@ -123,9 +123,18 @@ def promql(series: str, p: InferenceParams) -> str:
     whole steps of ``p.data_step_s``: the level over ``level_window_s``; each error is the peak over
     the last ``p.lookahead_cover_s`` (``d + 1`` steps) less the level ``p.lookahead_lead_s``
     (``H`` steps) earlier; their ``headroom_quantile`` over :data:`ERROR_WINDOW`, evaluated every
-    step (subqueries ``(expr)[<range>:<step>]``, ``offset``; Prometheus docs, "Subquery")."""
+    step (subqueries ``(expr)[<range>:<step>]``, ``offset``; Prometheus docs, "Subquery").
+
+    The replay's demand at a step is the peak of ``(t - step, t]`` (a pull's default
+    ``step_aggregation: max``, :mod:`capplan.promql_steps`), so when the step is longer than
+    ``scrape_s`` (the exporter's scrape interval, seconds; ``export.scrape_interval_s``) the query
+    first takes that peak, ``max_over_time((series)[step - 1 s : scrape_s])``: a burst between two
+    steps raises the level and the errors as it did in the replay."""
     step = int(p.data_step_s)
     st = f"{step}s"
+    scrape = max(int(scrape_s), 1)
+    if step > scrape:  # each step's peak at the scrape resolution, as a pull stores it (capplan.promql_steps)
+        series = f"max_over_time(({series})[{_range(step)}:{scrape}s])"
     lv = _range(level_steps(p.level_window_s, step) * step)
     hz = f"{max(int(p.lookahead_lead_s), step)}s"
     cv = _range(max(int(p.lookahead_cover_s), step))

@@ -135,7 +135,9 @@ def test_exported_manifests_carry_the_lookahead_query_and_validate(autoscaler):
     la = trig["lookahead"]
     assert la["metricType"] == "AverageValue" and la["metadata"]["threshold"] == "200"  # 100 % x 2 GPUs
     q = la["metadata"]["query"]
-    assert q.startswith("sum(avg_over_time((sum(DCGM_FI_DEV_GPU_UTIL") and "quantile_over_time(0.85," in q
+    # each 5-minute step's peak at the 1-minute scrape resolution first (optimizer.lookahead.promql)
+    assert q.startswith("sum(avg_over_time((max_over_time((sum(DCGM_FI_DEV_GPU_UTIL") and "[299s:60s]" in q
+    assert "quantile_over_time(0.85," in q
     assert "[1799s:300s]" in q and "max_over_time((sum(" in q and "[599s:300s])" in q and "offset 900s" in q
     assert "[604799s:300s]" in q  # whole steps less 1 s (optimizer.lookahead._range)
     assert not any(t["type"] == "cron" for t in so["spec"]["triggers"])  # the family uses no forecast peaks

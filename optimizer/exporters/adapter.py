@@ -38,7 +38,8 @@ def lookahead_rule(plan: SeriesPlan, ctx: Context) -> dict:
     t = ctx.target(plan)
     r["name"] = {"matches": f"^{ctx.settings.gpu_metric}$", "as": lookahead_metric_name(ctx.names[plan.series_id])}
     r["metricsQuery"] = promql(f'sum(<<.Series>>{{<<.LabelMatchers>>,{ctx.settings.pod_label}=~"'
-                               f'{pod_regex(t.name, t.kind)}"}})', InferenceParams(**plan.params))
+                               f'{pod_regex(t.name, t.kind)}"}})', InferenceParams(**plan.params),
+                               ctx.settings.scrape_seconds)
     return r
 
 

@@ -92,14 +92,16 @@ def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
     return expr(a), expr(b)
 
 
-def lookahead_trigger(series_query: str, p: InferenceParams, gpus_per_replica: int, prom: dict) -> dict:
+def lookahead_trigger(series_query: str, p: InferenceParams, gpus_per_replica: int, prom: dict,
+                      scrape_s: int = 60) -> dict:
     """The ``lookahead`` family's trigger (:mod:`optimizer.lookahead`): a ``prometheus`` trigger
     on :func:`optimizer.lookahead.promql` of the service's summed GPU utilisation (percent points),
     ``AverageValue`` with ``threshold`` = 100 x GPUs per replica, so the HPA asks for
     ``ceil(level + margin)`` replicas at 100 % utilisation; server and authentication as the
-    utilisation trigger ``prom``."""
+    utilisation trigger ``prom``; ``scrape_s``: the exporter's scrape interval (s), the resolution
+    of each step's peak (:func:`optimizer.lookahead.promql`)."""
     md = {k: v for k, v in prom["metadata"].items() if k not in ("query", "threshold", "activationThreshold")}
-    md.update({"query": promql(series_query, p), "threshold": quantity(100.0 * gpus_per_replica)})
+    md.update({"query": promql(series_query, p, scrape_s), "threshold": quantity(100.0 * gpus_per_replica)})
     out = {"type": "prometheus", "name": "lookahead", "metricType": "AverageValue", "metadata": md}
     if "authenticationRef" in prom:
         out["authenticationRef"] = prom["authenticationRef"]
@@ -153,7 +155,7 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
              "spec.triggers[0].metadata.serverAddress": PLACEHOLDER_NOTE if s.prometheus_url is None else
              "from capplan.yaml"}
     if p.family == "lookahead":
-        triggers.append(lookahead_trigger(query, p, t.gpus_per_replica, prom))
+        triggers.append(lookahead_trigger(query, p, t.gpus_per_replica, prom, ctx.settings.scrape_seconds))
         notes[f"spec.triggers[{len(triggers) - 1}].metadata.threshold"] = LOOKAHEAD_NOTE
     for i, w in enumerate(plan.plan.get("prescale") if p.family == "hpa" else []):
         start, end = cron_window(w["start"], w["end"], tz)

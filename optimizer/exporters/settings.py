@@ -65,6 +65,9 @@ class KedaAuthSettings(BaseModel):
         return v
 
 
+DEFAULT_SCRAPE_S = 60  # Prometheus' default scrape_interval (1m; Prometheus docs, "Configuration")
+
+
 class ExportSettings(BaseModel):
     """What the manifest writers produce and how.
 
@@ -91,6 +94,10 @@ class ExportSettings(BaseModel):
     * ``resource_metrics``: extra HPA Resource metrics (``cpu``/``memory``
       target utilisation in percent), off unless configured.
     * ``kubernetes_version``: schema version for ``kubernetes-validate``.
+    * ``scrape_interval_s``: how often the GPU metric is scraped (seconds); the ``lookahead``
+      family's query takes each step's peak at this resolution, as a pull stores it
+      (:func:`optimizer.lookahead.promql`). Default: ``prometheus.scrape_interval`` of
+      ``capplan.yaml``, else :data:`DEFAULT_SCRAPE_S` (Prometheus' default, 1m).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -117,6 +124,13 @@ class ExportSettings(BaseModel):
     keda_auth: KedaAuthSettings = Field(default_factory=KedaAuthSettings)
     kubernetes_version: str = "1.30"
     schemas_dir: str | None = Field(default=None, description="folder with the CRD schemas; default: the packaged ones")
+    scrape_interval_s: int | None = Field(default=None, ge=1, le=3600, description="scrape interval of gpu_metric "
+                                          "(s); default: prometheus.scrape_interval, else 60")
+
+    @property
+    def scrape_seconds(self) -> int:
+        """``scrape_interval_s`` or :data:`DEFAULT_SCRAPE_S`."""
+        return self.scrape_interval_s or DEFAULT_SCRAPE_S
 
     @field_validator("namespace")
     @classmethod
