@@ -87,9 +87,9 @@ class InferenceParams(BaseModel):
     headroom_quantile: float = Field(default=0.9, ge=0.5, le=0.999)
     data_step_s: int = Field(default=300, ge=1, le=3600, description="the step (s) of the data the policy was "
                              "tuned on; the lookahead query evaluates at it (set by the search, never searched)")
-    lookahead_lead_s: int = Field(default=900, ge=0, le=7200, description="the lookahead family's lead (s): "
+    lookahead_lead_s: int = Field(default=900, ge=0, le=14400, description="the lookahead family's lead (s): "
                                   "metrics lag + one step + cold start, in whole steps (set by the search)")
-    lookahead_cover_s: int = Field(default=600, ge=0, le=7200, description="the lookahead family's covered span "
+    lookahead_cover_s: int = Field(default=600, ge=0, le=14400, description="the lookahead family's covered span "
                                    "(s): cold start + one step, in whole steps (set by the search)")
 
 

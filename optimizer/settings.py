@@ -118,7 +118,8 @@ class SearchSettings(BaseModel):
     n_calls: int = Field(default=30, ge=4)
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
     recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
-    cold_start_s: int = Field(default=90, ge=0, description="node cold start (seeds: 90 s)")
+    cold_start_s: int = Field(default=90, ge=0, le=3600, description="node cold start (seeds: 90 s; at most an hour, "
+                              "as the metrics lag: beyond that an autoscaler cannot follow demand at all)")
     metrics_lag_s: int = Field(default=60, ge=0, le=3600, description="age of the metrics the HPA acts on: the "
                                "metrics pipeline plus the 15 s sync period (optimizer.replay timeline)")
     queue_unmet: bool = False

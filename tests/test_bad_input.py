@@ -326,3 +326,31 @@ def test_a_stored_series_without_its_document_is_planned_with_a_note(tmp_path):
     h = load_source(f"store:{tmp_path}")
     assert h.meta["pool/a"].timezone == "UTC"
     assert any(n.startswith("pool/a: no series document in the store; default metadata used") for n in h.notes)
+
+
+def test_a_cold_start_beyond_an_hour_is_refused_at_config_load(tmp_path):
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text("plan:\n  cold_start_s: 7000\n")
+    with pytest.raises(InputError, match="cold_start_s"):
+        load_config(p)
+
+
+@pytest.mark.parametrize("step_s", [60, 300, 3600])
+def test_the_longest_lag_and_cold_start_build_a_policy_of_either_family(step_s):
+    """Every inference policy carries the lookahead family's lead and span, so the largest metrics lag
+    and cold start the settings allow must fit InferenceParams' bounds at any data step (they failed
+    after the forecast stage before)."""
+    from optimizer.lookahead import cold_steps, lead_steps
+    from optimizer.policy import InferenceParams
+    from optimizer.search import INFERENCE_ANCHORS, inference_space
+    from optimizer.settings import SearchSettings
+
+    hi = SearchSettings.model_fields["cold_start_s"].metadata
+    cold = lag = 3600
+    assert any(getattr(m, "le", None) == cold for m in hi)
+    space = inference_space(10.0, None, step_s, lead_steps(step_s, cold, lag) * step_s,
+                            (cold_steps(step_s, cold) + 1) * step_s)
+    for anchor in INFERENCE_ANCHORS:
+        InferenceParams(**{**anchor, **space.fixed})
