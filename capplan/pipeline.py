@@ -51,7 +51,7 @@ from forecasting.regularise import regularise, to_hourly
 from forecasting.reuse import record_scores
 from forecasting.tiers import TIER_NAMES
 from forecasting.types import SeriesMeta
-from optimizer.inputs import native_grid
+from optimizer.inputs import STEP, median_spacing, native_grid
 from optimizer.layers import critical_ratios
 from optimizer.plan import capacity_plan
 from optimizer.policy import SeriesPlan
@@ -94,11 +94,19 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
     train: a series' data and forecasts do not depend on the selection. A context series
     that cannot be used (too short, nothing observed) is left out of the fleet.
 
-    Raises InputError when no chosen series has an observed value, or a chosen series is
-    too short to split."""
+    Raises InputError when no chosen series has an observed value, a chosen series is
+    too short to split, or one is sampled at 10 minutes or more (its median spacing,
+    :func:`optimizer.inputs.median_spacing`: every other 5-minute point would be a gap;
+    jittered 5-minute samples pass)."""
     ctx = loaded.context if loaded.context is not None and len(loaded.context) else None
     frame = loaded.frame if ctx is None else pd.concat([loaded.frame, ctx], ignore_index=True)
     chosen = set(loaded.frame["series_id"].unique())
+    for sid, g in loaded.frame.groupby("series_id"):
+        step = median_spacing(g)
+        if step is not None and step >= 2 * STEP:  # every other grid point empty: not jitter
+            raise InputError(f"series {sid}: sampled every {step.total_seconds():g} s (median spacing); capplan forecasts and replays "
+                             f"on a {STEP.total_seconds() / 60:g}-minute grid, so coarser data would read as gaps: "
+                             f"give samples every 5 minutes or finer (e.g. a Prometheus pull with step 5m)")
     h5, rep = regularise(frame)
     h1 = to_hourly(h5)
     windows, notes = {}, {}

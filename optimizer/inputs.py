@@ -35,6 +35,15 @@ from optimizer.replay import ReplayInput, latest_before, period_lookup
 STEP = pd.Timedelta("5min")
 
 
+def median_spacing(frame: pd.DataFrame) -> pd.Timedelta | None:
+    """The median spacing of one series' distinct ``timestamp`` values (None with fewer than 3):
+    its sampling step, robust to gaps and outages."""
+    ts = pd.DatetimeIndex(frame["timestamp"]).sort_values().unique()
+    if len(ts) < 3:
+        return None
+    return pd.Series(ts).diff().dropna().median()
+
+
 def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
     """One series' raw samples (``series_id, timestamp, value``) on its own grid
     when it is sampled finer than 5 minutes (the median spacing, whole seconds,
@@ -42,11 +51,8 @@ def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
     None when it is not (the 5-minute grid is then native)."""
     from forecasting.regularise import regularise
 
-    ts = pd.DatetimeIndex(frame["timestamp"]).sort_values().unique()
-    if len(ts) < 3:
-        return None
-    step = pd.Series(ts).diff().dropna().median()
-    if step >= STEP or step < pd.Timedelta("1s"):
+    step = median_spacing(frame)
+    if step is None or step >= STEP or step < pd.Timedelta("1s"):
         return None
     g, _ = regularise(frame, step=f"{int(step.total_seconds())}s")
     return g.reset_index(drop=True)

@@ -354,3 +354,18 @@ def test_the_longest_lag_and_cold_start_build_a_policy_of_either_family(step_s):
                             (cold_steps(step_s, cold) + 1) * step_s)
     for anchor in INFERENCE_ANCHORS:
         InferenceParams(**{**anchor, **space.fixed})
+
+
+def test_data_coarser_than_the_grid_exits_2_naming_the_series(tmp_path, capsys):
+    """Hourly samples on the 5-minute grid would be 11 gaps in 12 and an oracle of zero demand between."""
+    ts = pd.date_range("2026-01-01", periods=24 * 30, freq="1h", tz="UTC")
+    df = pd.concat([pd.DataFrame({"series_id": "infer/hourly", "timestamp": ts, "value": 3.0, "kind": "inference",
+                                  "unit": "replica"}),
+                    pd.DataFrame({"series_id": "infer/fine", "timestamp": pd.date_range("2026-01-01", periods=30 * 288,
+                                                                                         freq="5min", tz="UTC"),
+                                  "value": 3.0, "kind": "inference", "unit": "replica"})])
+    p = tmp_path / "h.csv"
+    df.to_csv(p, index=False)
+    code, out, err = run_cli(["plan", "--source", f"csv:{p}", "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and "series infer/hourly: sampled every 3600 s (median spacing)" in one_line(err)
+    assert "infer/fine" not in err
