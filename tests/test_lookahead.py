@@ -183,3 +183,37 @@ def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
     assert fam(sp) == {"hpa", "lookahead"}
     p = sp.to_params(sp.grid_points()[-1])
     assert (p.data_step_s, p.lookahead_lead_s, p.lookahead_cover_s) == (300, 900, 600)
+
+
+def _written(tmp_path, edit) -> "Path":
+    """A rendered output folder whose policy.yaml went through ``edit(text) -> text``."""
+    files = render_all([_plan()], {"targets": {"infer/llm-chat": {"gpus_per_replica": 2}}})
+    for rel, text in files.items():
+        f = tmp_path / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(edit(text) if rel == "policy.yaml" else text)
+    return tmp_path
+
+
+@pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"), "family"),
+                                        (lambda t: t.replace("headroomQuantile: 0.85", "headroomQuantile: 1.5"),
+                                         "headroomQuantile")])
+def test_a_hand_edited_policy_param_is_a_validate_problem_and_a_one_line_export_error(tmp_path, capsys, edit, field):
+    from tests.conftest import run_cli
+
+    out = _written(tmp_path / "o", edit)
+    code, stdout, err = run_cli(["export", "--validate", str(out)], capsys)
+    assert code == 2 and f"policy.yaml: spec.series[0].params.{field}: [policy-params]" in stdout
+    code, stdout, err = run_cli(["export", "--out", str(out)], capsys)
+    assert code == 2 and f"spec.series[0] (infer/llm-chat): params.{field}:" in err  # camelCase, as written
+    assert "pydantic" not in err and "lookahaed" not in err and "1.5" not in err
+
+
+def test_duplicate_trigger_names_and_a_zero_threshold_are_lint_problems():
+    files = render_all([_plan()], {"targets": {"infer/llm-chat": {"gpus_per_replica": 2}}})
+    so = yaml.safe_load(next(v for k, v in files.items() if k.endswith("-scaledobject.yaml")))
+    assert lint_object("so.yaml", so) == []
+    so["spec"]["triggers"][1]["name"] = so["spec"]["triggers"][0]["name"]
+    so["spec"]["triggers"][1]["metadata"]["threshold"] = "0"
+    rules = {p.rule for p in lint_object("so.yaml", so)}
+    assert {"keda-trigger-names", "keda-threshold"} <= rules

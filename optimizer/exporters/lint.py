@@ -179,11 +179,19 @@ def _scaled_object(file: str, o: dict, out: list[Problem]) -> None:
                                    "fallback works only with AverageValue triggers"))
     _behavior_problems(file, "spec.advanced.horizontalPodAutoscalerConfig.behavior",
                        ((spec.get("advanced") or {}).get("horizontalPodAutoscalerConfig") or {}).get("behavior"), out)
+    names = [t.get("name") for t in triggers if isinstance(t, dict) and t.get("name")]
+    for n in sorted({n for n in names if names.count(n) > 1}):
+        out.append(Problem(file, "spec.triggers", "keda-trigger-names", f"trigger name {n!r} is used more than once "
+                           "(KEDA names each trigger's metric after it)"))
     for i, t in enumerate(triggers):
         if not isinstance(t, dict):
             continue
         md = t.get("metadata") or {}
         base = f"spec.triggers[{i}]"
+        thr = _num(md.get("threshold")) if "threshold" in md else None
+        if thr is not None and thr <= 0:
+            out.append(Problem(file, f"{base}.metadata.threshold", "keda-threshold",
+                               f"{md['threshold']!r}: the threshold divides the metric, it must be above 0"))
         for k in md:
             if k.lower() in CRED_KEYS:
                 out.append(Problem(file, f"{base}.metadata.{k}", "keda-inline-credentials",
@@ -335,7 +343,20 @@ def lint_object(file: str, o: dict) -> list[Problem]:
         _scaled_object(file, o, out)
     elif kind == "Queue" and str(o.get("apiVersion", "")).startswith("scheduling.volcano.sh/"):
         _queue(file, o, out)
+    elif kind == "DispatcherPolicy":
+        _policy_params(file, o, out)
     return out
+
+
+def _policy_params(file: str, o: dict, out: list[Problem]) -> None:
+    """Inference params a hand edit broke (the schema only says ``params`` is an object):
+    :func:`optimizer.exporters.policy.param_problems` per ``spec.series`` entry."""
+    from optimizer.exporters.policy import param_problems  # the policy writer imports this module's caller
+
+    series = (o.get("spec") or {}).get("series") if isinstance(o.get("spec"), dict) else None
+    for i, e in enumerate(series if isinstance(series, list) else []):
+        for field, rule in param_problems(e):
+            out.append(Problem(file, f"spec.series[{i}].params.{field}", "policy-params", rule))
 
 
 def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Problem]:

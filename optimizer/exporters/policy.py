@@ -38,11 +38,12 @@ import re
 from pathlib import Path
 
 import yaml
+from pydantic import ValidationError
 
 from optimizer.exporters import crd
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.validate import default_schemas_dir
-from optimizer.policy import Metrics, SeriesPlan
+from optimizer.policy import InferenceParams, Metrics, SeriesPlan
 
 API_VERSION = "capplan.io/v1alpha1"
 KIND = "DispatcherPolicy"
@@ -142,17 +143,41 @@ def write_crd(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
                        "kubectl apply -f crds/ once, then kubectl apply -f policy.yaml")]
 
 
+def param_problems(entry: dict) -> list[tuple[str, str]]:
+    """``(field, rule)`` for each reason the ``params`` of one ``spec.series`` entry of a
+    DispatcherPolicy cannot drive its autoscaler: an inference entry's params must be an
+    :class:`optimizer.policy.InferenceParams` (what the KEDA/HPA writers render). The rule is
+    pydantic's message; the value is never repeated (a hand-edited file may hold anything).
+    Training params only record the search's choice (the Volcano queue reads the capacity), so
+    they are not checked."""
+    if not isinstance(entry, dict) or entry.get("kind") != "inference":
+        return []
+    params = entry.get("params", {})
+    if not isinstance(params, dict):
+        return [("params", "must be a mapping")]
+    try:
+        InferenceParams.model_validate(_snake_dict(params))
+    except ValidationError as exc:
+        return [(".".join(camel(str(x)) for x in e["loc"]) or "params", e["msg"]) for e in exc.errors()]
+    return []
+
+
 def plans_from_policy(obj: dict) -> list[SeriesPlan]:
     """Rebuild :class:`SeriesPlan` objects from a parsed DispatcherPolicy.
 
     Raises
     ------
-    ValueError: not a DispatcherPolicy of this apiVersion.
+    ValueError: not a DispatcherPolicy of this apiVersion, or an inference entry whose
+    ``params`` its autoscaler cannot take (:func:`param_problems`; the entry and the field named).
     """
     if not isinstance(obj, dict) or obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
         raise ValueError(f"not a {API_VERSION} {KIND}")
     out = []
-    for e in obj["spec"]["series"]:
+    for i, e in enumerate(obj["spec"]["series"]):
+        bad = param_problems(e)
+        if bad:
+            field, rule = bad[0]
+            raise ValueError(f"spec.series[{i}] ({e.get('seriesId')}): params.{field}: {rule}")
         plan: dict = {}
         if e["kind"] == "training":
             cap = e.get("capacity", {})
