@@ -102,3 +102,13 @@ def test_a_note_belongs_to_the_longest_series_id_it_names():
     ids = ["a", "a:b"]
     assert h.notes_for("a", ids) == ["a: 1 gap", "file: 2 rows dropped"]
     assert h.notes_for("a:b", ids) == ["a:b: 3 implausible values", "file: 2 rows dropped"]
+
+
+def test_missing_values_are_noted_on_their_own_series_only(tmp_path):
+    p = tmp_path / "m.csv"
+    p.write_text("timestamp,series_id,value\n2026-01-01T00:00:00Z,a,1\n2026-01-01T00:05:00Z,a,\n"
+                 "2026-01-01T00:00:00Z,b,2\n2026-01-01T00:05:00Z,b,3\n")
+    h = load_source(f"csv:{p}")
+    ids = ["a", "b"]
+    assert any("1 missing values read as NaN" in n for n in h.notes_for("a", ids))
+    assert not any("read as NaN" in n for n in h.notes_for("b", ids))

@@ -171,9 +171,9 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
                          "use printable ids")
     check_span(sid, ts, p)
     frame = pd.DataFrame({"series_id": sid, "timestamp": ts, "value": vals.astype("float64")})
-    n_nan = int(frame["value"].isna().sum())
-    if n_nan:
-        notes.append(f"{p}: {n_nan} missing values read as NaN (treated as gaps)")
+    n_nan = frame["value"].isna().groupby(frame["series_id"], sort=True).sum()
+    for s_id, k in n_nan[n_nan > 0].items():  # "<id>: ..." so that the note reaches that series only
+        notes.append(f"{s_id}: {p}: {int(k)} missing values read as NaN (treated as gaps)")
     meta = {}
     for s_id, g in df.assign(series_id=sid).groupby("series_id", sort=True):
         kw = {}
