@@ -19,7 +19,12 @@ def test_outputs_exist(plan_run):
     out, report, _ = plan_run
     for name in ("policy.yaml", "forecasts.parquet", "report.json", "trials.parquet"):
         assert (out / name).is_file(), name
-    assert json.loads((out / "report.json").read_text())["series"].keys() == report["series"].keys()
+    on_disk = json.loads((out / "report.json").read_text())
+    assert on_disk["series"].keys() == report["series"].keys()
+    # the file is the run's report, down to the files it lists and the export stage's seconds
+    assert on_disk["run"]["files"] == report["run"]["files"] and "report.json" in on_disk["run"]["files"]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == on_disk["run"]["files"]
+    assert on_disk["run"]["stage_seconds"] == report["run"]["stage_seconds"] and "export" in report["run"]["stage_seconds"]
 
 
 def test_forecasts_cover_seven_days_without_nan_or_negatives(plan_run):
