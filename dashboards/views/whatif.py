@@ -73,7 +73,8 @@ with left:
             params["level_window_s"] = st.slider("Lookahead level window (s)", 0, 3600,
                                                  int(rec.get("level_window_s", 0)), 60, key=f"wi_{k}_lw")
             params["headroom_quantile"] = st.slider("Lookahead quantile of past errors", 0.5, 0.999,
-                                                    float(rec.get("headroom_quantile", 0.9)), 0.01, key=f"wi_{k}_hq")
+                                                    float(rec.get("headroom_quantile", 0.9)), 0.001, format="%.3f",
+                                                    key=f"wi_{k}_hq")  # the search's 0.025 grid stays pickable
         # the spot fraction does not apply to inference replicas (paid on demand in the replay)
     st.button("Reset to recommended", on_click=reset, key=f"wi_{k}_reset")
 
