@@ -217,3 +217,16 @@ def test_duplicate_trigger_names_and_a_zero_threshold_are_lint_problems():
     so["spec"]["triggers"][1]["metadata"]["threshold"] = "0"
     rules = {p.rule for p in lint_object("so.yaml", so)}
     assert {"keda-trigger-names", "keda-threshold"} <= rules
+
+
+def test_a_lookahead_series_writes_no_prescale_windows_and_its_own_hpa_comment():
+    files = render_all([_plan()], {"autoscaler": "hpa", "targets": {"infer/llm-chat": {"gpus_per_replica": 2}}})
+    entry = yaml.safe_load(files["policy.yaml"])["spec"]["series"][0]
+    assert "prescale" not in entry["scaling"] and entry["params"]["family"] == "lookahead"
+    hpa_text = next(v for k, v in files.items() if k.endswith("-hpa.yaml"))
+    lines = [ln for ln in hpa_text.splitlines() if "averageValue" in ln]
+    assert "tuned target" in lines[0] and "lookahead family" in lines[1] and "tuned target" not in lines[1]
+    hpa_plan = _plan()
+    hpa_plan = hpa_plan.model_copy(update={"params": {**hpa_plan.params, "family": "hpa"}})
+    entry = yaml.safe_load(render_all([hpa_plan], {})["policy.yaml"])["spec"]["series"][0]
+    assert entry["scaling"]["prescale"]["windows"][0]["desiredReplicas"] == 12  # the HPA family keeps its windows

@@ -137,8 +137,12 @@ def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
     }
     folder = "manifests" if ctx.settings.autoscaler == "hpa" else "alternatives/hpa"
     notes = {**replica_notes(plan, p), **behavior_notes(p, "spec.behavior"),
-             "averageValue": f"{THRESHOLD_NOTE}; tuned target {p.target_utilization:.2f}, baseline 70 (scale up above "
-                             "70 %)"}
+             "spec.metrics[0].external.target.averageValue":
+                 f"{THRESHOLD_NOTE}; tuned target {p.target_utilization:.2f}, baseline 70 (scale up above 70 %)"}
+    if p.family == "lookahead":
+        notes["spec.metrics[1].external.target.averageValue"] = (
+            "lookahead family: 100 x GPUs per replica, so desired replicas = ceil(level + tuned quantile of its "
+            "recent errors); baseline: none")
     return Doc(f"{folder}/{name}-hpa.yaml", obj, notes=notes,
                header=f"HPA for series {plan.series_id}; needs the prometheus-adapter rule in adapter/")
 

@@ -103,11 +103,12 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
         e["capacity"] = cap
     else:
         sc = {v: pl.pop(k) for k, v in _INF_FLAT.items() if k in pl}
-        lead = int(p.params.get("prescale_lead_s", 0))
-        sc["prescale"] = {"leadTime": f"PT{lead}S",
-                          "windows": [{"start": w["start"], "end": w["end"],
-                                       "desiredReplicas": int(w["desired_replicas"])}
-                                      for w in pl.pop("prescale", []) or []]}
+        windows = pl.pop("prescale", []) or []
+        if p.params.get("family", "hpa") == "hpa":  # the lookahead family pre-scales from its own query, no windows
+            lead = int(p.params.get("prescale_lead_s", 0))
+            sc["prescale"] = {"leadTime": f"PT{lead}S",
+                              "windows": [{"start": w["start"], "end": w["end"],
+                                           "desiredReplicas": int(w["desired_replicas"])} for w in windows]}
         e["scaling"] = sc
     if "baseline" in pl:
         e["baselineLevels"] = pl.pop("baseline")
