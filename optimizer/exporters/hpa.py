@@ -95,6 +95,11 @@ def external_metric_name(name: str) -> str:
     return "capplan_gpu_util_" + name.replace("-", "_")
 
 
+LOOKAHEAD_NOTE = ("lookahead family: 100 x GPUs per replica, so desired replicas = ceil(level + tuned quantile of "
+                  "its recent errors against the peak over the metrics lag + cold start); baseline: none")
+"""The comment on the lookahead family's threshold (KEDA) or averageValue (HPA)."""
+
+
 def lookahead_metric_name(name: str) -> str:
     """The External metric of a ``lookahead`` service (:mod:`optimizer.lookahead`, rule in :mod:`.adapter`)."""
     return "capplan_lookahead_" + name.replace("-", "_")
@@ -140,9 +145,7 @@ def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
              "spec.metrics[0].external.target.averageValue":
                  f"{THRESHOLD_NOTE}; tuned target {p.target_utilization:.2f}, baseline 70 (scale up above 70 %)"}
     if p.family == "lookahead":
-        notes["spec.metrics[1].external.target.averageValue"] = (
-            "lookahead family: 100 x GPUs per replica, so desired replicas = ceil(level + tuned quantile of its "
-            "recent errors); baseline: none")
+        notes["spec.metrics[1].external.target.averageValue"] = LOOKAHEAD_NOTE
     return Doc(f"{folder}/{name}-hpa.yaml", obj, notes=notes,
                header=f"HPA for series {plan.series_id}; needs the prometheus-adapter rule in adapter/")
 

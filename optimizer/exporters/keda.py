@@ -45,8 +45,8 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 from optimizer.exporters.base import SCALE_TO_ZERO_ANNOTATION, Context, Doc, register
-from optimizer.exporters.hpa import (behavior, behavior_notes, min_replicas, pod_regex, quantity, replica_notes,
-                                     target_percent)
+from optimizer.exporters.hpa import (LOOKAHEAD_NOTE, behavior, behavior_notes, min_replicas, pod_regex, quantity,
+                                     replica_notes, target_percent)
 from optimizer.exporters.settings import PROMETHEUS_PLACEHOLDER
 from optimizer.lookahead import promql
 from optimizer.policy import InferenceParams, SeriesPlan
@@ -58,8 +58,6 @@ ACTIVATION_NOTE = "whole query result in percent points (not per replica); decid
 NULL_NOTE = "empty result = error (fallback), never zero load"
 PLACEHOLDER_NOTE = ("PLACEHOLDER: no Prometheus address in capplan.yaml; prometheus-operator's default Service. "
                     "Set export.prometheus_url")
-LOOKAHEAD_NOTE = ("lookahead family: 100 x GPUs per replica, so desired replicas = ceil(level + tuned quantile of "
-                  "its recent errors against the peak over the metrics lag + cold start); baseline: none")
 MAX_WINDOW = dt.timedelta(days=1)
 
 
