@@ -23,7 +23,13 @@ per 15 s, ``selectPolicy: Max``.
 The controller syncs every 15 s (``--horizontal-pod-autoscaler-sync-period``);
 the replay evaluates it once per data step. When a policy period is shorter
 than the step, the policy is compounded ``step // periodSeconds`` times within
-that step (what consecutive syncs with a steady metric would allow).
+that step (what consecutive syncs with a steady metric would allow). Likewise a
+recommendation made at a data step stands for every sync until the next step
+(the metric holds its value for the step): it is recorded at the time of the
+last of those syncs, ``now + step - sync``, so a stabilisation window counts it
+as the controller would. A 300 s scale-down window on 5-minute data therefore
+holds the previous step's recommendation (the controller's last sync on it was
+15 s before the window's edge); counted at ``now`` it would be a no-op.
 """
 
 from __future__ import annotations
@@ -82,7 +88,10 @@ class HPA:
             return current
         return int(math.ceil(current * ratio - 1e-9))
 
-    def _stabilize(self, now: float, current: int, desired: int) -> int:
+    def _stabilize(self, now: float, current: int, desired: int, held: float = 0.0) -> int:
+        """Step 2 (module docstring): the windows' lowest (up) and highest (down) recommendation.
+        ``desired`` is recorded at ``now + held``, the last sync that would make it before the next
+        call (``held`` = the step less one sync period; 0 when the caller steps once per sync)."""
         up_w, down_w = self.scale_up.stabilization_window_seconds, self.scale_down.stabilization_window_seconds
         horizon = max(up_w, down_w)
         while self.recommendations and self.recommendations[0][0] < now - horizon:
@@ -93,7 +102,7 @@ class HPA:
                 up_rec = min(up_rec, r)
             if t > now - down_w:
                 down_rec = max(down_rec, r)
-        self.recommendations.append((now, desired))
+        self.recommendations.append((now + held, desired))
         stabilized = current
         if stabilized < up_rec:
             stabilized = up_rec
@@ -152,7 +161,7 @@ class HPA:
         proposals = [self.raw_desired(current, r) for r in ratios] or [current]
         desired = max(proposals)
         desired = min(max(desired, self.min_replicas), self.max_replicas)
-        desired = self._stabilize(now, current, desired)
+        desired = self._stabilize(now, current, desired, max(step_seconds - self.sync_seconds, 0))
         if desired > current:
             if self.scale_up.select_policy == "Disabled":
                 desired = current

@@ -96,3 +96,20 @@ def test_rate_limit_counts_changes_within_period():
     assert h.step(0, 10, [3.0], step_seconds=60) == 12
     assert h.step(60, 12, [3.0], step_seconds=60) == 12  # 2 pods already added in the last 300 s
     assert h.step(301, 12, [3.0], step_seconds=60) == 14
+
+
+def test_a_step_longer_than_the_sync_holds_its_recommendation_until_the_next_step():
+    # 5-minute data, replayed once per step: the controller syncing every 15 s keeps recommending 10
+    # until 285 s, inside a 300 s scale-down window at 300 s, so the scale-down waits one more step
+    h = HPA(min_replicas=1, max_replicas=100)
+    assert h.step(0, 10, [1.0], 300) == 10
+    assert h.step(300, 10, [0.5], 300) == 10  # recommended at 285 s: still within (0, 300]
+    assert h.step(600, 10, [0.5], 300) == 5
+    # one call per sync (the default step) keeps the controller's own timing
+    h = HPA(min_replicas=1, max_replicas=100)
+    assert h.step(0, 10, [1.0]) == 10
+    assert h.step(300, 10, [0.5]) == 5
+    # a 0 s window never looks back, whatever the step
+    h = HPA(min_replicas=1, max_replicas=100, scale_down=NO_WINDOW_DOWN)
+    assert h.step(0, 10, [1.0], 300) == 10
+    assert h.step(300, 10, [0.5], 300) == 5
