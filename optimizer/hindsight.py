@@ -28,12 +28,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.policy import Metrics
 from optimizer.replay import ReplayInput
-from optimizer.search import INFERENCE_GRID, Space, inference_space
+from optimizer.search import INFERENCE_GRID, Space
 from optimizer.tuning import PolicyReplay
 
 #: The ``lookahead`` family's wider hindsight grid: level windows (seconds; 0 = one step, i.e. the last
@@ -60,20 +57,13 @@ class HindsightBest:
 
 
 def hindsight_space(pr: PolicyReplay, tune: ReplayInput) -> Space:
-    """The search space of ``pr``'s kind with the hindsight grid (module docstring); ``tune`` sizes it
-    as the search does (``max_replicas`` from the peak before the tuning window)."""
+    """The search space of ``pr``'s kind (:meth:`optimizer.tuning.PolicyReplay.space`, sized on ``tune``
+    as the search does); for inference both families whatever the window's length, and a utilisation
+    target up to 1.0 (module docstring)."""
     if pr.kind == "training":
         return pr.space(tune)
-    s = pr.settings
-    d = tune.demand[np.isfinite(tune.demand)]
-    past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
-    peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
-    lead = lead_steps(tune.step_s, s.cold_start_s, s.metrics_lag_s) * tune.step_s
-    cover = (cold_steps(tune.step_s, s.cold_start_s) + 1) * tune.step_s
-    bounds = s.inference_bounds.as_dict()
-    bounds["family"] = ["hpa", "lookahead"]
-    bounds["target_utilization"] = (min(bounds.get("target_utilization", (0.4, 0.95))[0], 0.4), 1.0)
-    return inference_space(peak, bounds, tune.step_s, lead, cover)
+    lo = (pr.settings.inference_bounds.target_utilization or (0.4, 0.95))[0]
+    return pr.space(tune, {"family": ["hpa", "lookahead"], "target_utilization": (min(lo, 0.4), 1.0)})
 
 
 def hindsight_points(pr: PolicyReplay, tune: ReplayInput) -> list:

@@ -119,10 +119,12 @@ class PolicyReplay:
             return training_oracle(inp)
         return inference_oracle(inp, self.settings.cold_start_s)
 
-    def space(self, tune: ReplayInput) -> Space:
-        """The search space; for inference, ``max_replicas`` follows the peak before the tuning window."""
+    def space(self, tune: ReplayInput, override: dict | None = None) -> Space:
+        """The search space; for inference, ``max_replicas`` follows the peak before the tuning window.
+        ``override``: bounds that replace the settings' and the short-window rule's (e.g. both inference
+        families for :mod:`optimizer.hindsight`)."""
         if self.kind == "training":
-            return training_space(self.settings.training_bounds.as_dict())
+            return training_space({**self.settings.training_bounds.as_dict(), **(override or {})})
         d = tune.demand[np.isfinite(tune.demand)]
         past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
         peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
@@ -131,7 +133,7 @@ class PolicyReplay:
         bounds = self.settings.inference_bounds.as_dict()
         if short_window(tune):  # too short to learn the lookahead family's margin (module docstring)
             bounds["family"] = [f for f in bounds.get("family", ["hpa"]) if f == "hpa"] or ["hpa"]
-        return inference_space(peak, bounds, tune.step_s, lead, cover)
+        return inference_space(peak, {**bounds, **(override or {})}, tune.step_s, lead, cover)
 
 
 def short_window(tune: ReplayInput) -> bool:
