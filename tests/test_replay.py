@@ -42,6 +42,20 @@ def test_cold_start_and_metrics_lag_delay_new_replicas():
     assert m600.cost_usd == m0.cost_usd  # starting replicas are paid for (same spec from the decision on)
 
 
+def test_a_300s_scale_down_window_on_5_minute_data_rides_out_a_one_step_dip():
+    # the real HPA syncs every 15 s and kept recommending 8 until 285 s into the step before the
+    # dip, inside a 300 s window: the replicas stay; with no window they go at once
+    d = [8.0] * 6 + [2.0] + [8.0] * 6
+    kw = dict(target_utilization=1.0, min_replicas=1, max_replicas=20, scale_up_window_s=0, scale_up_percent=1000,
+              scale_down_percent=100, period_s=15)
+    held = replay_inference(inp(d, before=[8.0] * 12), InferenceParams(scale_down_window_s=300, **kw),
+                            cold_start_s=90, metrics_lag_s=0)[1]
+    none = replay_inference(inp(d, before=[8.0] * 12), InferenceParams(scale_down_window_s=0, **kw),
+                            cold_start_s=90, metrics_lag_s=0)[1]
+    assert held["replicas"].min() == 8 and (held["provisioned"][2:] >= 8).all()  # from 1 replica at the start
+    assert none["replicas"].min() == 2 and (none["provisioned"][2:] < 8).any()
+
+
 def test_spot_interruptions_lose_capacity_for_recovery_time():
     spot = np.full(20000, 10.0)
     assert spot_losses(spot, 300, 0.0, 1800, 0).sum() == 0
