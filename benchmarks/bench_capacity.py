@@ -1,7 +1,7 @@
 """Benchmark: every policy against the perfect-foresight limit, per series, and the spread over seeds.
 
 Run: ``.venv/bin/python benchmarks/bench_capacity.py [--forecasts OUT_DIR] [--seeds 0 1 2 3 4]
-[--series ID ...] [--n-calls N] [--source SRC --timezone TZ]``; ``--seeds 0 --series train/vc6YE`` for a
+[--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]``; ``--seeds 0 --series train/vc6YE`` for a
 quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
 them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
@@ -45,7 +45,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from capplan import pipeline  # noqa: E402
-from capplan.config import CapplanConfig  # noqa: E402
+from capplan.config import CapplanConfig, load_config  # noqa: E402
 from capplan.containers import Forecasts  # noqa: E402
 
 
@@ -147,8 +147,10 @@ def main() -> None:
     ap.add_argument("--hindsight", action="store_true", help="also the cheapest policy per family meeting 0.95 on "
                     "the evaluation window, chosen in hindsight (not causal; a bound for selection rules)")
     ap.add_argument("--timezone", default="UTC", help="the source's local time zone, as capplan plan takes it")
+    ap.add_argument("--config", default=None, help="a capplan.yaml whose plan settings (e.g. tune_days) this run uses "
+                    "(default: the defaults); pass the one the --forecasts plan was made with")
     a = ap.parse_args()
-    cfg = CapplanConfig()
+    cfg = load_config(a.config)
     cfg.plan.n_calls = a.n_calls
     if a.selection:
         cfg.plan.selection_score = a.selection
