@@ -35,9 +35,9 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from capplan.errors import InputError
+from capplan.errors import InputError, looks_like_name
 from optimizer.exporters.problem import yaml_problem
-from optimizer.exporters.settings import ExportSettings, TargetSettings
+from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
 from optimizer.prices import GpuPrice, default_price_book
 from optimizer.settings import SearchSettings
 
@@ -94,14 +94,7 @@ class PrometheusConfig(BaseModel):
     @field_validator("url")
     @classmethod
     def _url(cls, v):
-        from urllib.parse import urlparse
-
-        u = urlparse(v)
-        if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError("must be an http:// or https:// URL")
-        if u.username or u.password:
-            raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env")
-        return v.rstrip("/")
+        return check_prometheus_url(v)
 
     @field_validator("default_lookback", "scrape_interval")
     @classmethod
@@ -381,7 +374,7 @@ def _describe(err: dict, path: Path) -> str:
         key = str(loc[-1])
         # a key that looks like a config key is named (a typo is then easy to see); anything else is file
         # content (a password file's first line parses as one long key) and is never shown
-        named = f"{key!r} " if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", key) else ""
+        named = f"{key!r} " if looks_like_name(key) else ""
         return (f"unknown key {named}at line {line if line else '?'} in {where}; is this a capplan config? "
                 "(see the README's configuration section)")
     return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"

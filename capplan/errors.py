@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import re
+
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
@@ -32,3 +34,11 @@ class SourceError(CapplanError):
 
     The message names the series id and query, never a credential.
     """
+
+
+def looks_like_name(text: str) -> bool:
+    """True when ``text`` looks like a config key or a column name (a letter or ``_``, then up to 39
+    letters, digits or ``_``), so an error may show it. Anything else read from a file may be its
+    content (a password file's first line parses as one long key or column name) and is never shown
+    (README, "Exit codes")."""
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", text) is not None

@@ -369,3 +369,32 @@ def test_data_coarser_than_the_grid_exits_2_naming_the_series(tmp_path, capsys):
     code, out, err = run_cli(["plan", "--source", f"csv:{p}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and "series infer/hourly: sampled every 3600 s (median spacing)" in one_line(err)
     assert "infer/fine" not in err
+
+
+@pytest.mark.parametrize("url", ["http://u:hunter2SECRET@prom:9090", "http://prom:9090/?token=hunter2SECRET",
+                                 "prom:9090"])
+@pytest.mark.parametrize("section", ["prometheus:\n  url", "export:\n  prometheus_url"])
+def test_prometheus_urls_with_credentials_are_refused_where_they_would_reach_the_manifests(tmp_path, url, section):
+    """export.prometheus_url becomes KEDA's serverAddress in every ScaledObject: credentials or a token in
+    its query would be written into the manifests and the run's record, so it is checked as prometheus.url."""
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text(f"{section}: '{url}'\n")
+    with pytest.raises(InputError) as e:
+        load_config(p)
+    assert "url" in str(e.value) and "hunter2" not in str(e.value)
+
+
+def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
+    """A secrets file given as --source csv: is named, its header (its first line) is not shown; real
+    column names still are, so a typo is easy to see."""
+    env = tmp_path / "env"
+    env.write_text("AWS_SECRET_ACCESS_KEY=hunter2SECRET\nOTHER=1\n")
+    code, _, err = run_cli(["plan", "--source", f"csv:{env}", "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and "missing column(s) timestamp, series_id, value" in one_line(err)
+    assert "hunter2" not in err and "1 not shown" in one_line(err)
+    typo = tmp_path / "typo.csv"
+    typo.write_text("timestamp,series,value\n2024-01-01T00:00:00Z,a,1\n")
+    code, _, err = run_cli(["plan", "--source", f"csv:{typo}", "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and "missing column(s) series_id; found timestamp, series, value" in one_line(err)

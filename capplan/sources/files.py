@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from capplan.errors import InputError
+from capplan.errors import InputError, looks_like_name
 from capplan.sources import LoadedHistory, register
 from forecasting.types import SeriesMeta
 
@@ -59,7 +59,10 @@ def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
-        raise InputError(f"{p}: missing column(s) {', '.join(missing)}; found {', '.join(df.columns) or 'none'}")
+        shown = [c for c in df.columns if looks_like_name(c)]
+        hidden = len(df.columns) - len(shown)
+        found = ", ".join(shown + ([f"{hidden} not shown (not column names: is this a data file?)"] if hidden else []))
+        raise InputError(f"{p}: missing column(s) {', '.join(missing)}; found {found or 'none'}")
     if df.empty:
         raise InputError(f"{p}: no data rows after the header")
     return p, df

@@ -18,6 +18,29 @@ _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 PROMETHEUS_PLACEHOLDER = "http://prometheus-operated.monitoring.svc:9090"
 
 
+def check_prometheus_url(v: str) -> str:
+    """A Prometheus base URL as capplan pulls from it and KEDA's ``serverAddress`` takes it:
+    ``http(s)://host[:port][/path]``, returned without a trailing slash.
+
+    Raises
+    ------
+    ValueError: another scheme, no host, credentials in the URL (they would be written into the
+        manifests and logs; use ``basic_auth``/``bearer_token_env`` for pulls and ``keda_auth`` for
+        KEDA), or a query string or fragment (where tokens hide; KEDA appends its own query).
+    """
+    from urllib.parse import urlparse
+
+    u = urlparse(v)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError("must be an http:// or https:// URL")
+    if u.username or u.password:
+        raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env "
+                         "(for KEDA: export.keda_auth)")
+    if u.query or u.fragment:
+        raise ValueError("must not have a query string or fragment (tokens belong in bearer_token_env or keda_auth)")
+    return v.rstrip("/")
+
+
 class TargetSettings(BaseModel):
     """Where one inference series runs: the workload the autoscaler scales."""
 
@@ -126,6 +149,12 @@ class ExportSettings(BaseModel):
     schemas_dir: str | None = Field(default=None, description="folder with the CRD schemas; default: the packaged ones")
     scrape_interval_s: int | None = Field(default=None, ge=1, le=3600, description="scrape interval of gpu_metric "
                                           "(s); default: prometheus.scrape_interval, else 60")
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _prometheus_url(cls, v):
+        """KEDA's serverAddress is written into the manifests: no credentials (:func:`check_prometheus_url`)."""
+        return None if v is None else check_prometheus_url(v)
 
     @property
     def scrape_seconds(self) -> int:
