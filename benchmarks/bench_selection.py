@@ -50,16 +50,9 @@ from optimizer.oracle import training_oracle  # noqa: E402
 from optimizer.policy import Metrics  # noqa: E402
 from optimizer.replay import ReplayInput  # noqa: E402
 from optimizer.search import grid_scan, objective_value  # noqa: E402
-from optimizer.tuning import TUNING_STREAM, PolicyReplay, selection_score  # noqa: E402
+from optimizer.tuning import TUNING_STREAM, PolicyReplay, reference_cost, selection_score  # noqa: E402
 
 WEEK_DAYS = 7
-
-
-def reference_cost(inp: ReplayInput, demand: np.ndarray) -> float:
-    """Serving ``demand``'s mean on demand over its known steps (USD), as the tuning's reference cost."""
-    d = demand[np.isfinite(demand)]
-    return max(float(d.mean()) if len(d) else 0.0, 1e-6) * len(d) * inp.step_s / 3600 * inp.price.on_demand \
-        * inp.gpus_per_unit
 
 
 class Weeks:
@@ -76,7 +69,7 @@ class Weeks:
             sl = slice(k * WEEK_DAYS * per_day, (k + 1) * WEEK_DAYS * per_day)
             week = ReplayInput(times=tune.times[sl], demand=demand[sl], step_s=tune.step_s, price=tune.price,
                                gpus_per_unit=tune.gpus_per_unit)
-            self.ref.append(reference_cost(tune, demand[sl]))
+            self.ref.append(reference_cost(week))
             self.limit.append(training_oracle(week).cost_usd)
 
     def score(self, m: Metrics, k: int) -> float:
@@ -93,7 +86,7 @@ def rules(tune: ReplayInput, settings) -> dict:
     """Selection rules ``name -> score(metrics)`` for one tuning window (lower is better)."""
     target = min(1.0, settings.coverage_target + settings.coverage_margin)
     pen, by = settings.penalty, settings.coverage_objective
-    ref = reference_cost(tune, np.asarray(tune.demand, float))
+    ref = reference_cost(tune)
     wk = Weeks(tune, target, pen, by)
     weeks = range(wk.n)
     return {
@@ -124,7 +117,7 @@ def pool_rows(task) -> list[dict]:
         return seen[key]
 
     limit = pr.oracle(task.evalw).cost_usd
-    ref = reference_cost(tune, np.asarray(tune.demand, float))
+    ref = reference_cost(tune)
     out = []
     for name, score in rules(tune, s).items():
         res, _ = grid_scan(evaluate, space, target, ref, s.penalty, s.coverage_objective, score=score)

@@ -214,14 +214,21 @@ def tune_key_parts(task: SearchTask) -> tuple:
     return task.kind, task.tune, task.settings, task.seed
 
 
+def reference_cost(inp: ReplayInput) -> float:
+    """The objective's reference cost (USD, :mod:`optimizer.search`): serving the window's mean known
+    demand on demand for every step of ``inp`` (at least 1e-6 units, so an idle window still
+    penalises a coverage shortfall)."""
+    d = inp.demand[np.isfinite(inp.demand)]
+    mean_d = float(d.mean()) if len(d) else 0.0
+    return max(mean_d, 1e-6) * len(inp.times) * inp.step_s / 3600 * inp.price.on_demand * inp.gpus_per_unit
+
+
 def tune_policy(task: SearchTask) -> Tuned:
     """The tuning half of :func:`search_one`: the scan, the Gaussian-process (and random)
     search, the refinement rule and the rivals on ``task.tune`` only (module docstring)."""
     pc = task.settings
     tune = task.tune
-    d = tune.demand[np.isfinite(tune.demand)]
-    mean_d = float(d.mean()) if len(d) else 0.0
-    ref_cost = max(mean_d, 1e-6) * len(tune.times) * tune.step_s / 3600 * tune.price.on_demand * tune.gpus_per_unit
+    ref_cost = reference_cost(tune)
     pr = PolicyReplay(task.kind, pc, task.seed)
     tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
     space = pr.space(tune)
