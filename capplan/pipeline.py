@@ -543,6 +543,9 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     cache_root = str(store.root) if store is not None and reuse else None
     try:
         prep, fc = timer("forecast", forecast_stage, prep, cfg, seed, progress, executor=ex, cache_root=cache_root)
+        for sid in prep.windows:  # the data's own warnings first (suspect spikes: capplan.sources.implausible)
+            if sid in loaded.warnings:
+                fc.warnings[sid] = [loaded.warnings[sid], *fc.warnings.get(sid, [])]
         run = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(),
                       duration_s=round(time.perf_counter() - t0, 3), source=source, versions=versions(),
                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name,

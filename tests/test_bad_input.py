@@ -12,7 +12,7 @@ import pytest
 
 from capplan.errors import InputError
 from capplan.sources import load_source
-from capplan.sources.implausible import mask_implausible
+from capplan.sources.implausible import mask_implausible, spike_warnings
 from capplan.store import Store
 from forecasting.keys import file_key
 from forecasting.registry import ModelRegistry
@@ -67,9 +67,35 @@ def test_plausible_peaks_are_kept():
     assert notes == [] and out["value"].max() == 4000.0
 
 
+def test_a_suspect_spike_is_kept_with_a_warning_naming_its_row(tmp_path):
+    """Tester finding (session 8): one 900,000 in a pool of about 14 GPUs passed the
+    implausible-value rule and the plan bought a million GPUs without a word."""
+    vals = [repr(float(v) + 8) for v in demand()]
+    vals[5] = "900000"
+    h = load_source(f"csv:{write_csv(tmp_path / 'd.csv', values=vals)}")
+    assert h.frame["value"].iloc[5] == 900000.0 and not any("implausible" in n for n in h.notes)
+    w = h.warnings["a"]
+    assert w.startswith("data: 1 value(s) above") and "900000" in w and "d.csv row 7" in w, w
+    ok = load_source(f"csv:{write_csv(tmp_path / 'ok.csv', values=[repr(float(v) * 8) for v in demand()])}")
+    assert ok.warnings == {}
+
+
+def test_spike_warnings_judge_the_busy_level_not_the_idle_steps():
+    def frame(busy, burst):  # a sparse pool: mostly idle, small jobs, one burst
+        x = np.r_[np.zeros(5000), np.full(50, busy), [burst]]
+        return pd.DataFrame({"series_id": "a", "value": x,
+                             "timestamp": pd.date_range("2024-01-01", periods=len(x), freq="5min", tz="UTC")})
+
+    assert list(spike_warnings(frame(0.5, 1500.0))) == ["a"]  # beyond the 1,000 floor
+    assert spike_warnings(frame(0.5, 999.0)) == {}
+    assert spike_warnings(frame(2.0, 1500.0)) == {}  # within 1,000 x the busy level of 2 GPUs
+    assert list(spike_warnings(frame(2.0, 2500.0))) == ["a"]
+
+
 def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     vals = [repr(float(v)) for v in demand()]
     vals[10], vals[400] = "inf", "1e308"
+    vals[600] = "2e5"  # a suspect spike, kept with a warning (capplan.sources.implausible)
     p = write_csv(tmp_path / "d.csv", values=vals)
     cfg = tmp_path / "fast.yaml"
     cfg.write_text(FAST_CONFIG.replace("store: store", f"store: {tmp_path / 'store'}"))
@@ -78,6 +104,7 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert code == 0, err
     fb = json.loads(out)["series"]["a"]["fallbacks"]
     assert any("2 implausible value(s)" in n for n in fb), fb
+    assert [w[:32] for w in json.loads(out)["series"]["a"]["warnings"]] == ["data: 1 value(s) above 6.5e+03 ="], out
     # the peers forecast after the forecast stage are scored too (issue 13: naive-conformal rule)
     rows = json.loads(out)["series"]["a"]["horizons"].values()
     assert rows and any("naive_conformal" in row for row in rows), list(rows)
@@ -86,6 +113,7 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert code == 0, err
     s = json.loads(out)["series"]["a"]
     assert any("2 implausible value(s)" in n for n in s["fallbacks"]), s["fallbacks"]
+    assert s["warnings"][0].startswith("data: 1 value(s) above") and "row 602" in s["warnings"][0], s["warnings"]
     assert np.isfinite(s["recommended"]["cost_usd"])
 
 

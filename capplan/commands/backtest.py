@@ -73,6 +73,7 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
         doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
         doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
                                            + fc.fallbacks.get(sid, []))
+        doc["series"][sid]["warnings"] = [loaded.warnings[sid]] if sid in loaded.warnings else []
         doc["series"][sid]["members"] = fc.combination.get(sid, {}).get("members", {})
     return doc
 
@@ -132,6 +133,9 @@ def register(app: typer.Typer) -> None:
             console.print(render_table(doc))
             for note in doc["notes"]:
                 console.print(note)
+            for sid, v in doc["series"].items():
+                for w in v.get("warnings", []):
+                    console.print(f"warning: {sid}: {w}", style="yellow", markup=False, highlight=False)
             empty = [sid for sid, v in doc["series"].items() if not v["horizons"]]
             if empty:
                 console.print(f"no scores for {', '.join(empty)}: no observed demand in the evaluation window "

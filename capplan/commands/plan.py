@@ -88,7 +88,7 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     for line in summary_lines(report.summary or fleet_summary(report)):
         console.print(line, highlight=False, markup=False)
     warn = [(sid, w) for sid, s in report.series.items() for w in s.warnings
-            if verbose or w.startswith(("policy:", "export:"))]
+            if verbose or w.startswith(("policy:", "export:", "data:"))]
     if warn:
         console.print("Warnings:", style="yellow")
         for sid, w in warn:

@@ -20,18 +20,21 @@ import pandas as pd
 
 from capplan.errors import InputError
 from capplan.options import check_timezone
-from capplan.sources.implausible import mask_implausible
+from capplan.sources.implausible import mask_implausible, spike_warnings
 from forecasting.types import SeriesMeta
 
 
 @dataclass
 class LoadedHistory:
     """``frame``: columns series_id, timestamp (datetime64[ns, UTC]), value (float64);
-    ``meta``: series_id -> SeriesMeta; ``notes``: assumptions and fallbacks, stated."""
+    ``meta``: series_id -> SeriesMeta; ``notes``: assumptions and fallbacks, stated;
+    ``warnings``: series_id -> what its data suggests a user check (suspect spikes,
+    :mod:`capplan.sources.implausible`), for the report's warnings."""
 
     frame: pd.DataFrame
     meta: dict[str, SeriesMeta]
     notes: list[str] = field(default_factory=list)
+    warnings: dict[str, str] = field(default_factory=dict)
     label: str = ""
     rows: pd.Series | None = None
     """Row number of each frame row in the input file (header = row 1), when there is one."""
@@ -67,8 +70,9 @@ def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHisto
     """Load history from a ``--source`` spec.
 
     Implausible values (non-finite, or a million times beyond the series'
-    median) become missing with a note: :mod:`capplan.sources.implausible`,
-    the policy every command shares.
+    median) become missing with a note, and suspect spikes (a thousand times the
+    series' median busy level) are kept with a warning in ``warnings``:
+    :mod:`capplan.sources.implausible`, the policy every command shares.
 
     Raises
     ------
@@ -82,6 +86,7 @@ def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHisto
     loaded = _SOURCES[name](arg, timezone=timezone, config=config)
     loaded.frame, notes = mask_implausible(loaded.frame, loaded.label or spec, loaded.rows)
     loaded.notes.extend(notes)
+    loaded.warnings.update(spike_warnings(loaded.frame, loaded.label or spec, loaded.rows))
     return loaded
 
 

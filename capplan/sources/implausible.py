@@ -17,6 +17,16 @@ Implausible values become **missing** (NaN, a gap: DESIGN.md's "NaN marks a
 missing point, never demand") and a note per series says how many and the
 first one (row and value), so the report records the fallback. They are never
 clipped to a bound, which would invent demand.
+
+**Suspect spikes** are values below those bounds but more than
+:data:`SPIKE_FACTOR` (1,000) times the series' median *busy* level (the median
+magnitude of its non-zero values) and at least :data:`SPIKE_FLOOR` (1,000 GPUs
+or replicas): one 900,000 in a pool whose busy steps hold 14 GPUs. They may be
+real (a sparse pool's one large burst), so they are **kept** as demand, but a
+plan sized on them buys that much capacity, so :func:`spike_warnings` gives one
+warning per series (how many, the first value and its row) that the report
+puts among the series' warnings. On the embedded sample and the Helios traces
+the largest value is at most 8.3 times the series' median busy level.
 """
 
 from __future__ import annotations
@@ -30,6 +40,10 @@ FLOOR = 1e6
 """The bound is never below this (series whose median is 0 or tiny)."""
 CEILING = 1e9
 """The bound is never above this (no cluster holds a billion GPUs or replicas)."""
+SPIKE_FACTOR = 1e3
+"""Times the series' median busy level (non-zero magnitudes) beyond which a kept value is a suspect spike."""
+SPIKE_FLOOR = 1e3
+"""A suspect spike is at least this many GPUs or replicas."""
 
 
 def bound(values: np.ndarray) -> float:
@@ -38,6 +52,45 @@ def bound(values: np.ndarray) -> float:
     x = np.abs(values[np.isfinite(values)])
     med = float(np.median(x)) if len(x) else 0.0
     return min(CEILING, max(FLOOR, FACTOR * med))
+
+
+def spike_bound(values: np.ndarray) -> float:
+    """The magnitude beyond which a value of this series is a suspect spike:
+    ``max(SPIKE_FLOOR, SPIKE_FACTOR * median(|finite non-zero values|))`` (``inf`` with no
+    non-zero value)."""
+    x = np.abs(values[np.isfinite(values)])
+    x = x[x > 0]
+    return max(SPIKE_FLOOR, SPIKE_FACTOR * float(np.median(x))) if len(x) else float("inf")
+
+
+def _where(frame: pd.DataFrame, i: int, where: str, rows: pd.Series | None) -> str:
+    """`` at FILE row N (timestamp)`` for frame position ``i``."""
+    at = f" at {where} row {int(rows.iloc[i])}" if rows is not None else (f" in {where}" if where else "")
+    return at + f" ({pd.Timestamp(frame['timestamp'].iloc[i]).isoformat()})"
+
+
+def spike_warnings(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> dict[str, str]:
+    """``series_id -> warning`` for each series with suspect spikes (module docstring); the values are kept.
+
+    ``frame``/``where``/``rows`` as :func:`mask_implausible` (call it on that function's
+    output, so masked values are not counted twice). A warning reads ``"data: 1 value(s)
+    above 1.4e+04 = 1000 x the series' median busy level (first 900000 at d.csv row 7 (...))
+    kept as demand: ..."``.
+    """
+    out: dict[str, str] = {}
+    if frame.empty:
+        return out
+    v = frame["value"].to_numpy(np.float64)
+    for sid, idx in frame.groupby("series_id", sort=True).indices.items():
+        x = v[idx]
+        b = spike_bound(x)
+        big = np.isfinite(x) & (np.abs(np.nan_to_num(x, nan=0.0)) > b)
+        if big.any():
+            first = idx[np.flatnonzero(big)[0]]
+            out[sid] = (f"data: {int(big.sum())} value(s) above {b:.3g} = 1000 x the series' median busy level "
+                        f"(first {v[first]:.6g}{_where(frame, first, where, rows)}) kept as demand: the plan buys "
+                        "capacity for them; if they are an export or unit fault, remove them from the input")
+    return out
 
 
 def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:
@@ -60,8 +113,7 @@ def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | Non
         bad = np.isinf(x) | (np.abs(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)) > bound(x))
         if bad.any():
             first = idx[np.flatnonzero(bad)[0]]
-            at = f" at {where} row {int(rows.iloc[first])}" if rows is not None else (f" in {where}" if where else "")
-            at += f" ({pd.Timestamp(out['timestamp'].iloc[first]).isoformat()})"
+            at = _where(out, first, where, rows)
             notes.append(f"{sid}: {int(bad.sum())} implausible value(s) (non-finite, or beyond {bound(x):.3g} = "
                          f"1e6 x the median magnitude; first {v[first]:.6g}{at}) treated as missing")
             bad_all[idx[bad]] = True
