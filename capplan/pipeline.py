@@ -94,7 +94,9 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
     train: a series' data and forecasts do not depend on the selection. A context series
     that cannot be used (too short, nothing observed) is left out of the fleet.
 
-    Raises InputError when no chosen series has an observed value, a chosen series is
+    A chosen series too short to split into windows is listed in ``failed`` too.
+
+    Raises InputError when no chosen series has an observed value, every chosen series is
     too short to split, or one is sampled at 10 minutes or more (its median spacing,
     :func:`optimizer.inputs.median_spacing`: every other 5-minute point would be a gap;
     jittered 5-minute samples pass)."""
@@ -109,16 +111,20 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
                              f"give samples every 5 minutes or finer (e.g. a Prometheus pull with step 5m)")
     h5, rep = regularise(frame)
     h1 = to_hourly(h5)
-    windows, notes = {}, {}
+    windows, notes, short = {}, {}, {}
     for sid, g in h5.groupby("series_id"):
         notes[sid] = rep.notes(sid)
         idx = pd.DatetimeIndex(g["timestamp"])
         try:
             w = bt.split_windows(idx, cfg.plan.tune_days, cfg.plan.eval_days)
         except ValueError as exc:
-            if sid not in chosen:
-                continue  # a context series too short to split: not part of the fleet
-            raise InputError(f"series {sid}: {exc}") from None
+            if sid in chosen:  # left out like a series with no observed value (a context one: not in the fleet)
+                raw = loaded.frame.loc[loaded.frame["series_id"] == sid, "timestamp"]
+                short[sid] = Failed(f"InputError: series {sid}: {len(raw)} row(s) in {loaded.label or 'the source'} "
+                                    f"from {raw.min().isoformat()} to {raw.max().isoformat()} make {len(idx)} "
+                                    f"point(s) on the 5-minute grid; splitting windows needs more ({exc}); give "
+                                    "it a longer history")
+            continue
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         windows[sid] = w
@@ -132,9 +138,11 @@ def regularise_stage(loaded: LoadedHistory, cfg: CapplanConfig) -> Prepared:
         prep.fleet = everything.select([s for s in windows if observed.get(s, 0) > 0])
     empty = {sid: Failed(f"InputError: series {sid}: every value is missing (no observed demand); check its "
                          "query or file") for sid in prep.windows if observed.get(sid, 0) == 0}
+    if short and not prep.windows:
+        raise InputError("; ".join(f.error.removeprefix("InputError: ") for f in short.values()))
     if empty and len(empty) == len(prep.windows):
         raise InputError(f"{loaded.label or 'source'}: every value of every series is missing (no observed demand)")
-    return prep.drop("regularise", empty) if empty else prep
+    return prep.drop("regularise", {**short, **empty}) if empty or short else prep
 
 
 # 3 ------------------------------------------------------------------------------

@@ -254,8 +254,12 @@ def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, ca
 
 
 def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
+    """So does a series too short to split into windows (tester finding, session 8: three
+    one-minute rows stopped the whole fleet with exit 2, counting grid points, naming no file)."""
     ts = pd.date_range("2026-01-01", periods=24 * 12 * 3, freq="5min", tz="UTC")
     df = pd.concat([pd.DataFrame({"series_id": "pool/nan", "timestamp": ts, "value": np.nan}),
+                    pd.DataFrame({"series_id": "pool/short", "value": 3.0,  # three one-minute rows
+                                  "timestamp": [ts[0] + pd.Timedelta(minutes=m) for m in (0, 1, 2)]}),
                     pd.DataFrame({"series_id": "pool/ok", "timestamp": ts, "value": 4.0 + (ts.hour > 12)})])
     p = tmp_path / "d.csv"
     df.to_csv(p, index=False)
@@ -266,6 +270,12 @@ def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
     rep = json.loads(out)
     assert code == 3 and list(rep["series"]) == ["pool/ok"]
     assert rep["failed"]["pool/nan"]["stage"] == "regularise" and "every value is missing" in rep["failed"]["pool/nan"]["error"]
+    short = rep["failed"]["pool/short"]
+    assert short["stage"] == "regularise" and f"3 row(s) in {p}" in short["error"] and "longer history" in short["error"]
+    alone = tmp_path / "short.csv"
+    df[df["series_id"] == "pool/short"].to_csv(alone, index=False)
+    code, _, err = run_cli(["plan", "--source", f"csv:{alone}", "--out", str(tmp_path / "o3"), "-q"], capsys)
+    assert code == 2 and f"series pool/short: 3 row(s) in {alone}" in one_line(err)
     only = tmp_path / "nan.csv"
     df[df["series_id"] == "pool/nan"].to_csv(only, index=False)
     code, _, err = run_cli(["plan", "--source", f"csv:{only}", "--out", str(tmp_path / "o2"), "-q"], capsys)

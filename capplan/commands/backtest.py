@@ -61,8 +61,8 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
         prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
     if prep.failed:
-        raise InputError("series failed in the forecast stage: " + "; ".join(
-            f"{s}: {f['error']}" for s, f in prep.failed.items()))
+        raise InputError("series failed: " + "; ".join(
+            f"{s} ({f['stage']} stage): {f['error'].removeprefix('InputError: ')}" for s, f in prep.failed.items()))
     progress("backtest", "peers: naive-conformal rule, statsforecast AutoETS")
     peer_fc, notes = peer_forecasts(prep.h5, evaluation_origins(fc.rolling["naive"], prep.windows))
     fc.rolling.update(peer_fc)
