@@ -195,18 +195,23 @@ def _written(tmp_path, edit) -> "Path":
     return tmp_path
 
 
-@pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"), "family"),
+@pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"), "params.family"),
                                         (lambda t: t.replace("headroomQuantile: 0.85", "headroomQuantile: 1.5"),
-                                         "headroomQuantile")])
+                                         "params.headroomQuantile"),
+                                        # tester findings (session 8): --validate and --diff let these through
+                                        (lambda t: t.replace("minReplicas: 1", "minReplicas: 50"), "params.minReplicas"),
+                                        (lambda t: t.replace("maxReplicas: 40", "maxReplicas: 60", 1),
+                                         "scaling.maxReplicas")])
 def test_a_hand_edited_policy_param_is_a_validate_problem_and_a_one_line_export_error(tmp_path, capsys, edit, field):
     from tests.conftest import run_cli
 
     out = _written(tmp_path / "o", edit)
     code, stdout, err = run_cli(["export", "--validate", str(out)], capsys)
-    assert code == 2 and f"policy.yaml: spec.series[0].params.{field}: [policy-params]" in stdout
-    code, stdout, err = run_cli(["export", "--out", str(out)], capsys)
-    assert code == 2 and f"spec.series[0] (infer/llm-chat): params.{field}:" in err  # camelCase, as written
-    assert "pydantic" not in err and "lookahaed" not in err and "1.5" not in err
+    assert code == 2 and f"policy.yaml: spec.series[0].{field}: [policy-params]" in stdout
+    for args in (["--out", str(out)], ["--diff", "--out", str(out)]):
+        code, stdout, err = run_cli(["export", *args], capsys)
+        assert code == 2 and f"spec.series[0] (infer/llm-chat): {field}:" in err  # camelCase, as written
+        assert "pydantic" not in err and "lookahaed" not in err and "1.5" not in err and "60" not in err
 
 
 def test_duplicate_trigger_names_and_a_zero_threshold_are_lint_problems():

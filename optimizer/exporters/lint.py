@@ -356,7 +356,7 @@ def _policy_params(file: str, o: dict, out: list[Problem]) -> None:
     series = (o.get("spec") or {}).get("series") if isinstance(o.get("spec"), dict) else None
     for i, e in enumerate(series if isinstance(series, list) else []):
         for field, rule in param_problems(e):
-            out.append(Problem(file, f"spec.series[{i}].params.{field}", "policy-params", rule))
+            out.append(Problem(file, f"spec.series[{i}].{field}", "policy-params", rule))
 
 
 def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Problem]:

@@ -145,10 +145,14 @@ def write_crd(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
 
 
 def param_problems(entry: dict) -> list[tuple[str, str]]:
-    """``(field, rule)`` for each reason the ``params`` of one ``spec.series`` entry of a
-    DispatcherPolicy cannot drive its autoscaler: an inference entry's params must be an
-    :class:`optimizer.policy.InferenceParams` (what the KEDA/HPA writers render). The rule is
-    pydantic's message; the value is never repeated (a hand-edited file may hold anything).
+    """``(path, rule)`` for each reason the ``params`` of one ``spec.series`` entry of a
+    DispatcherPolicy cannot drive its autoscaler (``path`` relative to the entry, e.g.
+    ``params.minReplicas``): an inference entry's params must be an
+    :class:`optimizer.policy.InferenceParams` (what the KEDA/HPA writers render), with
+    ``minReplicas`` not above ``maxReplicas`` (Kubernetes' HPA rule), and its ``scaling``
+    replica bounds and target must agree with ``params``, which the writers render (a hand
+    edit of ``scaling`` alone would change nothing). The rule is pydantic's message or
+    capplan's; a value is never repeated (a hand-edited file may hold anything).
     Training params only record the search's choice (the Volcano queue reads the capacity), so
     they are not checked."""
     if not isinstance(entry, dict) or entry.get("kind") != "inference":
@@ -157,10 +161,22 @@ def param_problems(entry: dict) -> list[tuple[str, str]]:
     if not isinstance(params, dict):
         return [("params", "must be a mapping")]
     try:
-        InferenceParams.model_validate(_snake_dict(params))
+        p = InferenceParams.model_validate(_snake_dict(params))
     except ValidationError as exc:
-        return [(".".join(camel(str(x)) for x in e["loc"]) or "params", e["msg"]) for e in exc.errors()]
-    return []
+        return [("params." + ".".join(camel(str(x)) for x in e["loc"]) if e["loc"] else "params", e["msg"])
+                for e in exc.errors()]
+    out = []
+    if p.min_replicas > p.max_replicas:
+        out.append(("params.minReplicas", "must not exceed params.maxReplicas"))
+    sc = entry.get("scaling", {})
+    for key, snake in (("minReplicas", "min_replicas"), ("maxReplicas", "max_replicas"),
+                       ("targetUtilization", "target_utilization")):
+        v = sc.get(key) if isinstance(sc, dict) else None
+        if v is not None and not (isinstance(v, (int, float)) and math.isclose(v, human(getattr(p, snake)),
+                                                                                 rel_tol=1e-3)):
+            out.append((f"scaling.{key}", f"disagrees with params.{key}, which the manifests are rendered from: "
+                                          "edit params (and scaling to match)"))
+    return out
 
 
 def plans_from_policy(obj: dict) -> list[SeriesPlan]:
@@ -178,7 +194,7 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
         bad = param_problems(e)
         if bad:
             field, rule = bad[0]
-            raise ValueError(f"spec.series[{i}] ({e.get('seriesId')}): params.{field}: {rule}")
+            raise ValueError(f"spec.series[{i}] ({e.get('seriesId')}): {field}: {rule}")
         plan: dict = {}
         if e["kind"] == "training":
             cap = e.get("capacity", {})
