@@ -436,3 +436,18 @@ def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
     typo.write_text("timestamp,series,value\n2024-01-01T00:00:00Z,a,1\n")
     code, _, err = run_cli(["plan", "--source", f"csv:{typo}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and "missing column(s) series_id; found timestamp, series, value" in one_line(err)
+
+
+def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_path, capsys):
+    """Tester finding (session 8): `--format csv --output F --source csv:F` overwrote the input."""
+    out = tmp_path / "prev"
+    out.mkdir()
+    (out / "report.json").write_text("{}")  # a previous capplan output, which --out may replace
+    src = write_csv(out / "in.csv")
+    before = src.read_bytes()
+    for cmd in (["plan", "--out", str(tmp_path / "o")], ["backtest"]):
+        code, _, err = run_cli([*cmd, "--source", f"csv:{src}", "--format", "csv", "--output", str(src), "-q"], capsys)
+        assert code == 2 and "is the --source file" in one_line(err)
+    code, _, err = run_cli(["plan", "--source", f"csv:{src}", "--out", str(out), "-q"], capsys)
+    assert code == 2 and "holds the --source file" in one_line(err)
+    assert src.read_bytes() == before and (out / "report.json").is_file()

@@ -65,17 +65,22 @@ def split_ids(values: list[str] | None) -> list[str] | None:
 OUTPUT_MARKERS = ("report.json", "policy.yaml")
 
 
-def check_out_dir(path: Path, option: str = "--out") -> None:
+def check_out_dir(path: Path, option: str = "--out", source: str | None = None) -> None:
     """Refuse an output folder that the run's atomic swap (:func:`capplan.atomic.replace_dir`)
     would destroy or cannot create, before any data is read.
 
     Raises InputError when ``path`` is a file, a non-empty folder that is not a previous
     capplan output (none of :data:`OUTPUT_MARKERS` at its top, e.g. a home folder or the
-    store), or when its parent cannot be created or written.
+    store), a folder holding the ``--source`` file (``csv:F`` / ``parquet:F``), or when its
+    parent cannot be created or written.
     """
     from capplan.errors import InputError
 
     p = Path(path)
+    kind, _, arg = (source or "").partition(":")
+    if kind in ("csv", "parquet") and arg and p.is_dir() and p.resolve() in Path(arg).resolve().parents:
+        raise InputError(f"{option} {p}: holds the --source file {arg}, and the run replaces the whole folder; "
+                         "name another folder or move the input out of it")
     if p.exists() and not p.is_dir():
         raise InputError(f"{option} {p}: is a file; name a new folder or a previous capplan output folder")
     if p.is_dir() and any(p.iterdir()) and not any((p / m).is_file() for m in OUTPUT_MARKERS):
@@ -99,8 +104,10 @@ def _writable_parent(p: Path, option: str, create: bool) -> None:
         raise InputError(f"{option} {p}: {parent} is not a writable folder")
 
 
-def check_output_file(path: Path | None) -> None:
-    """``--output FILE``: refuse a folder or an unwritable place before any work (InputError)."""
+def check_output_file(path: Path | None, source: str | None = None) -> None:
+    """``--output FILE``: refuse a folder, an unwritable place, or the ``--source`` file
+    (``csv:F`` / ``parquet:F``: writing the result would destroy the input) before any work
+    (InputError)."""
     from capplan.errors import InputError
 
     if path is None:
@@ -108,6 +115,10 @@ def check_output_file(path: Path | None) -> None:
     p = Path(path)
     if p.is_dir():
         raise InputError(f"--output {p}: is a folder; name a file")
+    kind, _, arg = (source or "").partition(":")
+    if kind in ("csv", "parquet") and arg and p.exists() and Path(arg).exists() and p.samefile(arg):
+        raise InputError(f"--output {p}: is the --source file; writing the result there would destroy the input: "
+                         "name another file")
     _writable_parent(p, "--output", create=False)
 
 

@@ -154,8 +154,8 @@ def register(app: typer.Typer) -> None:
         if not 0 <= seed < 2**32:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
-        check_out_dir(out_dir)
-        check_output_file(output)
+        check_out_dir(out_dir, source=source)
+        check_output_file(output, source)
         cfg = load_config(config)
         if n_calls is not None:
             if n_calls < 4:
