@@ -413,6 +413,8 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     if path is None:
         return CapplanConfig()
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"config {p}: is a folder; name a capplan.yaml file")
     if not p.is_file():
         raise InputError(f"config {p}: file not found")
     try:

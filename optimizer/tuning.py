@@ -256,8 +256,10 @@ def tune_policy(task: SearchTask) -> Tuned:
         rnd_params = rnd.best_params.model_dump()
     notes = [why] if why else []
     if task.kind == "inference" and short_window(tune):
+        asked = pc.inference_bounds.as_dict().get("family", ["hpa"])
         notes.append("tuning: the tuning window is shorter than a day, too short to learn the lookahead family's "
-                     "headroom from its own errors (optimizer.lookahead); only the HPA family was searched")
+                     "headroom from its own errors (optimizer.lookahead); only the HPA family was searched"
+                     + ("" if "hpa" in asked else f", overriding the configured inference_bounds.family {asked}"))
     best_params, best_obj, n_tied = gp.best_params, gp.best_objective, gp.n_tied
     gp_bar = anchor_bar = None  # what the refinement is judged on (module docstring); None: the own objectives
     if scan.best_params is not None:

@@ -451,3 +451,8 @@ def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_p
     code, _, err = run_cli(["plan", "--source", f"csv:{src}", "--out", str(out), "-q"], capsys)
     assert code == 2 and "holds the --source file" in one_line(err)
     assert src.read_bytes() == before and (out / "report.json").is_file()
+
+
+def test_a_config_that_is_a_folder_says_so(tmp_path, capsys):
+    code, _, err = run_cli(["plan", "--config", str(tmp_path), "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and f"config {tmp_path}: is a folder; name a capplan.yaml file" in one_line(err)

@@ -185,6 +185,22 @@ def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
     assert (p.data_step_s, p.lookahead_lead_s, p.lookahead_cover_s) == (300, 900, 600)
 
 
+def test_a_short_window_says_when_it_overrides_the_configured_family():
+    """Tester finding (session 8): ``inference_bounds: {family: [lookahead]}`` became HPA with only the generic note."""
+    from optimizer.settings import SearchSettings
+    from optimizer.tuning import SearchTask, tune_policy
+
+    def notes(family):
+        st = SearchSettings(n_calls=4, random_search=False, inference_bounds={"family": family})
+        task = SearchTask("s", "inference", inp(np.full(16, 8.0), step_s=60, before=np.full(20, 8.0)),
+                          inp(np.full(16, 8.0), step_s=60), st, 0, [])
+        return [n for n in tune_policy(task).notes if "shorter than a day, too short to learn" in n]
+
+    assert len(notes(["lookahead"])) == 1 and "overriding the configured inference_bounds.family ['lookahead']" in \
+        notes(["lookahead"])[0]
+    assert len(notes(["hpa", "lookahead"])) == 1 and "overriding" not in notes(["hpa", "lookahead"])[0]
+
+
 def _written(tmp_path, edit) -> "Path":
     """A rendered output folder whose policy.yaml went through ``edit(text) -> text``."""
     files = render_all([_plan()], {"targets": {"infer/llm-chat": {"gpus_per_replica": 2}}})
