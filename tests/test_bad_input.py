@@ -456,3 +456,8 @@ def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_p
 def test_a_config_that_is_a_folder_says_so(tmp_path, capsys):
     code, _, err = run_cli(["plan", "--config", str(tmp_path), "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and f"config {tmp_path}: is a folder; name a capplan.yaml file" in one_line(err)
+
+
+def test_validate_refuses_diff_rather_than_ignoring_it(tmp_path, capsys):
+    code, _, err = run_cli(["export", "--validate", str(tmp_path), "--diff"], capsys)
+    assert code == 2 and "--validate checks a folder as it is; it takes neither --diff nor --policy" in one_line(err)

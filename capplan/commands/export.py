@@ -93,6 +93,9 @@ def register(app: typer.Typer) -> None:
         from optimizer.exporters.problem import yaml_problem
 
         cfg = load_config(config)
+        if validate is not None and (diff or policy is not None):
+            raise InputError("--validate checks a folder as it is; it takes neither --diff nor --policy (run them "
+                             "separately)")
         if validate is not None:
             from capplan.validation import folder_files, validate_folder
 

@@ -96,8 +96,8 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
     fb = [(sid, f) for sid, s in report.series.items() for f in s.fallbacks]
     if fb:
         console.print(f"Fallbacks ({len(fb)}):")
-        for sid, f in fb:
-            console.print(f"  {sid}: {f}", highlight=False, markup=False)
+        for sid, f in fb:  # a source's note already starts with its series id
+            console.print(f"  {sid}: {f.removeprefix(sid + ': ')}", highlight=False, markup=False)
 
 
 def register(app: typer.Typer) -> None:
