@@ -461,3 +461,15 @@ def test_a_config_that_is_a_folder_says_so(tmp_path, capsys):
 def test_validate_refuses_diff_rather_than_ignoring_it(tmp_path, capsys):
     code, _, err = run_cli(["export", "--validate", str(tmp_path), "--diff"], capsys)
     assert code == 2 and "--validate checks a folder as it is; it takes neither --diff nor --policy" in one_line(err)
+
+
+def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_path, capsys):
+    """Tester finding (session 8): a previous output's own extra files were wiped without a word."""
+    out = tmp_path / "o"
+    (out / "manifests").mkdir(parents=True)
+    (out / "manifests" / "q.yaml").write_text("kind: Queue\n")
+    (out / "report.json").write_text(json.dumps({"run": {"files": ["manifests/q.yaml", "report.json"]}}))
+    (out / "my-notes.md").write_text("keep me")
+    code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
+    assert code == 2 and "holds 1 file(s) capplan did not write (my-notes.md)" in one_line(err) and stdout == ""
+    assert (out / "my-notes.md").read_text() == "keep me"

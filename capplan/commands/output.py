@@ -87,7 +87,26 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
         raise InputError(f"{option} {p}: the folder holds files that are not a capplan output (no "
                          f"{' or '.join(OUTPUT_MARKERS)}), and the run replaces the whole folder; name a new "
                          "or empty folder")
+    foreign = _foreign_files(p)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise InputError(f"{option} {p}: a previous capplan output that also holds {len(foreign)} file(s) capplan "
+                         f"did not write ({shown}), and the run replaces the whole folder; move them out or name "
+                         "another folder")
     _writable_parent(p, option, create=True)
+
+
+def _foreign_files(p: Path) -> list[str]:
+    """Files under a previous output folder ``p`` (paths relative to it) that its ``report.json``
+    does not list in ``run.files``; empty when there is no readable list to compare with."""
+    try:
+        listed = json.loads((p / "report.json").read_text(encoding="utf-8"))["run"]["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    if not isinstance(listed, list) or not listed:  # e.g. a report written by a benchmark, without a file list
+        return []
+    known = {str(f) for f in listed} | {"report.json"}
+    return sorted(str(f.relative_to(p)) for f in p.rglob("*") if f.is_file() and str(f.relative_to(p)) not in known)
 
 
 def _writable_parent(p: Path, option: str, create: bool) -> None:
