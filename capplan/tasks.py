@@ -261,7 +261,9 @@ def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.Dat
     ``book``: GPU prices (default ``cfg.price_book()``)."""
     book = cfg.price_book() if book is None else book
     rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
-    tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - STEP, **rk)
+    # every point before the evaluation window: a 1-minute inference series' last 4 minutes too (not eval_start - STEP)
+    tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - pd.Timedelta(1, "ns"),
+                                **rk)
     evalw, _ = replay_input(history, combined, meta, book, w.eval_start, w.end, **rk)
     return SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes)
 

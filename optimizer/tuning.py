@@ -22,11 +22,12 @@ daily costs), it is the recommendation
 (``recommended_policy`` names it, ``notes`` say why), and its evaluation
 figures are the recommended figures. For inference services a tie goes to the
 rival too: a searched policy is only worth recommending over a rule a careful
-engineer sets up without capplan if it beats it (issue 12, "Peer policies"); on a
-tuning window too short to tell them apart (the 16-minute one of
-``infer/azure-llm-conv``) several policies, the naive-conformal peer among them,
-cover every step at the same cost, and the tie-break would otherwise pick by safety
-alone. (Training pools keep their tie-break, :func:`optimizer.search.pick_best`.) The manifests still carry the searched
+engineer sets up without capplan if it beats it (issue 12, "Peer policies"); a tuning
+window too short to tell policies apart can leave several at the same cost, and the
+tie-break would otherwise pick by safety alone. (On the 20-minute tuning window of
+``infer/azure-llm-conv`` it is no tie: no HPA policy covers that window and the
+naive-conformal peer wins outright, objective 24.83 against 205.61 USD.) (Training pools
+keep their tie-break, :func:`optimizer.search.pick_best`.) The manifests still carry the searched
 policy's capacity (the exporters express forecast-driven layers, not these
 rules), which the note also says.
 
@@ -39,7 +40,7 @@ the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
 (:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
 says so). For the same reason an inference service with such a tuning window is
 searched in the HPA family only: the ``lookahead`` family (:mod:`optimizer.lookahead`)
-learns its headroom from the service's own errors, and on the 16-minute window of
+learns its headroom from the service's own errors, and on the 20-minute window of
 ``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the
 reactive peer on the evaluation window (a note says so). The scan picks its policy by the worst objective of it and its grid
 neighbours, so the refinement's point is judged the same way before it may
