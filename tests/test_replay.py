@@ -409,3 +409,20 @@ def test_refinement_is_judged_like_the_scan_on_its_neighbours():
     assert neighbour_objective(ev, space, [0.8], 0.95, 1.0) == 5.0
     # at a bound, only the neighbour inside it
     assert neighbour_objective(ev, space, [1.5], 0.95, 1.0) == 10.0
+
+
+def test_a_one_minute_series_tunes_on_every_point_before_the_evaluation_window():
+    """The tuning window ended at ``eval_start - 5 min``, so a 1-minute inference series lost its
+    last 4 minutes before the evaluation window (session 9: azure-llm-conv tuned on 16 of 20)."""
+    from capplan.config import CapplanConfig
+    from capplan.tasks import search_task
+    from forecasting.backtest import Windows
+    from forecasting.types import SeriesMeta
+
+    t = pd.date_range("2024-01-01", periods=60, freq="1min", tz="UTC")
+    hist = pd.DataFrame({"series_id": "s", "timestamp": t, "value": np.arange(60.0)})
+    comb = pd.DataFrame(columns=["series_id", "timestamp", "issued_at", *QCOLS])
+    w = Windows(t[0], t[20], t[40], t[-1])
+    task = search_task("s", w, hist, comb, SeriesMeta(kind="inference", unit="replica"), CapplanConfig())
+    assert len(task.tune.times) == 20 and task.tune.times[-1] == t[39] and task.evalw.times[0] == t[40]
+    assert task.tune.step_s == 60
