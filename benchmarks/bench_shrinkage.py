@@ -65,6 +65,15 @@ than the pick (top-20 1.256); the hindsight policies score 4-40x their tuning we
 noise. ``train/vcJkd``'s 50 tied policies: 40 of the 60 within the tie tolerance of the objective
 cost <= 1.5x the limit, none of them covering 0.95 (c80 / p50 top-ups 0.995-1.137 at 0.936-0.944;
 c90 1.65 at 0.953-0.956; c95 2.07 at 0.97): no tie-break reaches 1.5 at coverage 0.95.
+
+Also screened in session 9 on the same replays (ad hoc, not in this file), sample / held-out
+median and max: the coverage target 0.94-0.97 x penalty 0.25-2 x window/daily/lcb shortfall
+(the default, lcb 0.96 x 0.5, is the best on both: 1.233 and 1.174); wider worst-of-neighbours
+(also the quantile, the top-up quantile, the daily rule or cap: 1.260-1.422 / 1.174-1.271);
+bootstrapped days, the policy most often best (B = 200, seeds 0-2: 1.226-1.261 with
+``train/vcMod`` covering 0.822 / 1.155-1.183) and leave-one-day-out (1.242 / 1.220); recency
+weights within the week (half-life 1-5 days: 1.227-1.233 / 1.167-1.242; the last 3, 4, 5 days:
+1.213, 1.285, 1.198 / 1.161, 1.161, 1.239, ``train/vcira`` dearer than the reactive peer).
 """
 
 from __future__ import annotations
