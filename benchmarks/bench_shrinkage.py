@@ -1,11 +1,11 @@
 """Benchmark: shrinkage rules for training pools (restricted grids, a fleet prior), screened offline.
 
-Run: ``.venv/bin/python benchmarks/bench_shrinkage.py --forecasts OUT_DIR --cache FILE.pkl
-[--prior-from OTHER.pkl] [--source ... --timezone ...] [--series ID ...]``. The first run replays
+Run: ``.venv/bin/python benchmarks/bench_shrinkage.py --forecasts OUT_DIR --cache FILE.json.gz
+[--prior-from OTHER.json.gz] [--source ... --timezone ...] [--series ID ...]``. The first run replays
 every point of the scan's grid (:data:`optimizer.search.TRAINING_GRID`, 2,560 policies) once on
 each training pool's tuning window (the tuning interruption stream, as
 :func:`optimizer.tuning.tune_policy`) **and** once on its evaluation window (seed 0), about
-10 s a pool on a quiet 2-core machine, and pickles the daily costs and coverages to ``--cache``; a
+10 s a pool on a quiet 2-core machine, and writes the daily costs and coverages to ``--cache`` (gzipped JSON); a
 later run with the same ``--cache`` only reads it (seconds), so any rule is screened in seconds.
 ``--prior-from``: another cache (e.g. the embedded sample's, for the held-out traces) whose pools
 define a *fixed* fleet prior, a constant policy as code would hold it.
@@ -80,8 +80,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
-import pickle
 import sys
 import time
 from pathlib import Path
@@ -209,7 +209,7 @@ def fleet_prior(pool: Pool, source: list[Pool], agg: str) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--forecasts", type=Path, help="a capplan plan output folder (needed to fill --cache)")
-    ap.add_argument("--cache", type=Path, required=True, help="the replays' pickle: read if it exists, else written")
+    ap.add_argument("--cache", type=Path, required=True, help="the replays' cache (gzipped JSON): read if it exists, else written")
     ap.add_argument("--prior-from", type=Path, default=None, help="another cache defining a fixed fleet prior")
     ap.add_argument("--config", default=None)
     ap.add_argument("--series", nargs="*", default=None)
@@ -219,8 +219,8 @@ def main() -> None:
     if not a.cache.exists():
         if a.forecasts is None:
             ap.error("--forecasts is needed to fill a new --cache")
-        a.cache.write_bytes(pickle.dumps(replay_pools(a)))
-    pools = [Pool(s, d) for s, d in pickle.loads(a.cache.read_bytes()).items()]
+        a.cache.write_bytes(gzip.compress(json.dumps(replay_pools(a)).encode()))
+    pools = [Pool(s, d) for s, d in json.loads(gzip.decompress(a.cache.read_bytes())).items()]
     default = {p.sid: p.scan() for p in pools}
     report("default", pools, {s: k for s, (k, _) in default.items()})
     hind = {}
@@ -236,7 +236,7 @@ def main() -> None:
         report(f"grid:{name}", pools, {p.sid: p.scan(restrict)[0] for p in pools})
     sources = [("loo", pools)]
     if a.prior_from:
-        sources.append(("fixed", [Pool(s, d) for s, d in pickle.loads(a.prior_from.read_bytes()).items()]))
+        sources.append(("fixed", [Pool(s, d) for s, d in json.loads(gzip.decompress(a.prior_from.read_bytes())).items()]))
     for src_name, src in sources:
         for agg in ("sum", "median"):
             fv = {p.sid: fleet_prior(p, src, agg) for p in pools}
