@@ -32,7 +32,10 @@ evaluation window; the evaluation regret of the policy that each window's object
 (ties: the lowest evaluation regret among them, i.e. the most favourable reading) and the mean over
 its ten first; the Spearman rank correlation of the tuning (and before-evaluation) objective with the
 evaluation objective; and, of the policies reaching regret <= 1.38 at ``--coverage`` on the
-evaluation window, the highest coverage any of them had on the windows before it. Nothing here
+evaluation window, the highest coverage any of them had on the windows before it; and a one-parameter
+reference rule, ``ceil(last observed demand) + c`` whole replicas for ``c`` in :data:`MARGINS`
+(:func:`fixed_margin`, on the replay's timeline), with the ``c`` a tuning window can pick: the least
+one that meets the tuning's coverage target there (``coverage_target + coverage_margin``). Nothing here
 is causal except the rankings by the tuning and before-evaluation windows: a diagnostic for
 selection rules (issue 12), never a recommendation.
 """
@@ -56,11 +59,12 @@ from capplan.config import load_config  # noqa: E402
 from optimizer.hindsight import hindsight_points  # noqa: E402
 from optimizer.lookahead import lead_steps  # noqa: E402
 from optimizer.policy import InferenceParams  # noqa: E402
-from optimizer.replay import ReplayInput  # noqa: E402
+from optimizer.replay import ReplayInput, observed_demand, run_controller  # noqa: E402
 from optimizer.search import INFERENCE_ANCHORS, objective_value  # noqa: E402
 from optimizer.tuning import TUNING_STREAM, PolicyReplay, SearchTask, reference_cost, short_window  # noqa: E402
 
 THRESHOLDS = (1.30, 1.38)
+MARGINS = range(0, 9)  # whole replicas of the fixed-margin reference rule (module docstring)
 PARAM_KEYS = ("family", "target_utilization", "prescale_quantile", "prescale_lead_s", "scale_down_window_s",
               "level_window_s", "headroom_quantile")
 
@@ -80,6 +84,15 @@ def before_eval_window(task: SearchTask) -> ReplayInput | None:
     hb = np.asarray(hb, float)
     return dataclasses.replace(task.evalw, times=times[warm:], demand=hb[warm:], history_before=hb[:warm],
                                hourly_fc={}, hourly_origin_idx=None, hourly_offset=None)
+
+
+def fixed_margin(inp: ReplayInput, c: int, cold_start_s: int, metrics_lag_s: int):
+    """Replay ``max(ceil(observed demand) + c, 1)`` replicas per step (``c`` whole replicas; observed
+    demand as :func:`optimizer.replay.observed_demand` gives it, ``metrics_lag_s`` old, new replicas
+    serving after ``cold_start_s``): ``(Metrics, series)`` as :func:`optimizer.replay.run_controller`."""
+    want = np.maximum(np.ceil(observed_demand(inp, metrics_lag_s) - 1e-9) + c, 1).astype(int)
+    return run_controller(inp, lambda now, cur, d, i: want[i], cold_start_s, int(want[0]) if len(want) else 1,
+                          metrics_lag_s)
 
 
 def needs_forecast(p: InferenceParams) -> bool:
@@ -119,6 +132,11 @@ def grid_rows(task: SearchTask, coverage: float) -> pd.DataFrame:
                 continue
             score(row, key, rp.replay(p, w)[0])
         rows.append(row)
+    for c in MARGINS:
+        row = {"prior": "", "family": "last_obs+c", "margin": c}
+        for key, (w, _) in windows.items():
+            score(row, key, fixed_margin(w, c, s.cold_start_s, s.metrics_lag_s)[0])
+        rows.append(row)
     peers = {key: rp.peers(w) for key, (w, rp) in windows.items()}
     for name in peers["eval"]:
         row = {"prior": "", "family": name}
@@ -128,8 +146,8 @@ def grid_rows(task: SearchTask, coverage: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summarise(sid: str, df: pd.DataFrame, coverage: float) -> None:
-    """Print the per-series figures of the module docstring."""
+def summarise(sid: str, df: pd.DataFrame, coverage: float, target: float) -> None:
+    """Print the per-series figures of the module docstring (``target``: the tuning's coverage target)."""
     grid = df[df["prior"] == ""]
     ok_eval = grid["eval_cov"] >= coverage - 1e-12
     fams = ", ".join(f"{f} {n}" for f, n in grid["family"].value_counts().items())
@@ -164,11 +182,21 @@ def summarise(sid: str, df: pd.DataFrame, coverage: float) -> None:
                 rho2 = spearmanr(both[f"{key}_regret"], both["eval_regret"])[0] if len(both) > 2 else np.nan
                 print(f"    {fam:16s} Spearman(objective, evaluation objective) {rho:+.3f}; regret among the "
                       f"{len(both)} covering {coverage} on both {rho2:+.3f}")
+    fm = grid[grid["family"] == "last_obs+c"].sort_values("margin")
+    if len(fm):
+        print("  last observation + c replicas (evaluation regret/coverage): "
+              + "  ".join(f"+{int(r['margin'])}: {r['eval_regret']:.3f}/{r['eval_cov']:.3f}" for _, r in fm.iterrows()))
+        tgt = min(1.0, target)
+        pick = fm[fm["tune_cov"] >= tgt - 1e-12]
+        if len(pick):
+            r = pick.iloc[0]
+            print(f"    least c covering {tgt:.2f} of the tuning window: +{int(r['margin'])} -> evaluation regret "
+                  f"{r['eval_regret']:.3f} coverage {r['eval_cov']:.3f}")
     good = grid[ok_eval & (grid["eval_regret"] <= THRESHOLDS[-1])]
-    if len(good):
-        cov = ", ".join(f"{k} window {good[f'{k}_cov'].max():.3f}" for k in ("tune", "before") if f"{k}_cov" in good)
-        print(f"  the {len(good)} policies at regret <= {THRESHOLDS[-1]} covering {coverage} of the evaluation window "
-              f"cover at most: {cov}")
+    for fam, g in good.groupby("family"):
+        cov = ", ".join(f"{k} window {g[f'{k}_cov'].max():.3f}" for k in ("tune", "before") if f"{k}_cov" in g)
+        print(f"  {fam}: the {len(g)} policies at regret <= {THRESHOLDS[-1]} covering {coverage} of the evaluation "
+              f"window cover at most: {cov}")
 
 
 def _name(r: pd.Series) -> str:
@@ -178,6 +206,8 @@ def _name(r: pd.Series) -> str:
     if r["family"] == "hpa":
         return (f"hpa target {r['target_utilization']:.2f} prescale {r['prescale_quantile']} lead "
                 f"{r['prescale_lead_s']:.0f} s sd-window {r['scale_down_window_s']:.0f} s")
+    if r["family"] == "last_obs+c":
+        return f"last observation + {int(r['margin'])} replicas"
     return str(r["family"])
 
 
@@ -201,7 +231,7 @@ def main() -> None:
             df.to_csv(a.csv / f"{t.series_id.replace('/', '_')}.csv", index=False)
         print(f"{t.series_id}: tuning window {len(t.tune.times)} steps of {t.tune.step_s} s, evaluation window "
               f"{len(t.evalw.times)} steps", flush=True)
-        summarise(t.series_id, df, a.coverage)
+        summarise(t.series_id, df, a.coverage, t.settings.coverage_target + t.settings.coverage_margin)
 
 
 if __name__ == "__main__":
