@@ -272,6 +272,11 @@ def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
     assert rep["failed"]["pool/nan"]["stage"] == "regularise" and "every value is missing" in rep["failed"]["pool/nan"]["error"]
     short = rep["failed"]["pool/short"]
     assert short["stage"] == "regularise" and f"3 row(s) in {p}" in short["error"] and "longer history" in short["error"]
+    code, out, err = run_cli(["backtest", "--config", str(cfg), "--source", f"csv:{p}", "--format", "json", "-q"],
+                             capsys)  # backtest leaves them out alike (tester finding: it exited 2)
+    doc = json.loads(out)
+    assert code == 3 and list(doc["series"]) == ["pool/ok"] and sorted(doc["failed"]) == ["pool/nan", "pool/short"]
+    assert "2 series failed and were left out" in err
     alone = tmp_path / "short.csv"
     df[df["series_id"] == "pool/short"].to_csv(alone, index=False)
     code, _, err = run_cli(["plan", "--source", f"csv:{alone}", "--out", str(tmp_path / "o3"), "-q"], capsys)

@@ -13,7 +13,7 @@ from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Form
 from capplan.config import load_config
 from capplan.options import check_timezone
 from capplan.console import StageProgress, out
-from capplan.errors import InputError
+from capplan.errors import EXIT_PARTIAL, InputError
 from forecasting.backtest import BEST_OF, evaluation_origins, summarise
 from forecasting.peers import peer_forecasts
 
@@ -47,9 +47,11 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     and the members carrying the combination's weight per lead bucket. Used by
     ``capplan backtest`` and ``benchmarks/bench_accuracy.py``. With ``keep`` (a dict),
     ``keep["rolling"]`` receives every model's rolling forecast frame and ``keep["prep"]``
-    the prepared series (history and windows), for the benchmark's diagnostics.
+    the prepared series (history and windows), for the benchmark's diagnostics. A series that
+    fails on its own (no observed value, too short to split, a failed forecast) is left out and
+    listed under ``failed`` (series_id -> stage, error), as in ``capplan plan``.
 
-    Raises InputError (exit 2) for an unknown series or an unreadable source.
+    Raises InputError (exit 2) for an unknown series, an unreadable source, or when every series failed.
     """
     from capplan import pipeline
 
@@ -60,7 +62,7 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
 
     with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
         prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
-    if prep.failed:
+    if prep.failed and not prep.windows:  # nothing left to score
         raise InputError("series failed: " + "; ".join(
             f"{s} ({f['stage']} stage): {f['error'].removeprefix('InputError: ')}" for s, f in prep.failed.items()))
     progress("backtest", "peers: naive-conformal rule, statsforecast AutoETS")
@@ -75,6 +77,7 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
                                            + fc.fallbacks.get(sid, []))
         doc["series"][sid]["warnings"] = [loaded.warnings[sid]] if sid in loaded.warnings else []
         doc["series"][sid]["members"] = fc.combination.get(sid, {}).get("members", {})
+    doc["failed"] = dict(prep.failed)  # left out, as in `capplan plan` (exit code 3)
     return doc
 
 
@@ -154,3 +157,9 @@ def register(app: typer.Typer) -> None:
                               + ("" if nc is None else f" (naive-conformal rule {nc:.3f})"))
 
         render(fmt, doc, lambda: csv_rows(doc), table, out, output)
+        for sid, f in doc["failed"].items():
+            typer.echo(f"failed {sid} ({f['stage']}): {f['error']}", err=True)
+        if doc["failed"]:
+            typer.echo(f"{len(doc['failed'])} series failed and were left out (failed in --format json); the others "
+                       f"were scored. Exit code {EXIT_PARTIAL}.", err=True)
+            raise typer.Exit(EXIT_PARTIAL)
