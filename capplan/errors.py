@@ -36,9 +36,14 @@ class SourceError(CapplanError):
     """
 
 
+_WORD = r"[A-Za-z]{1,15}[0-9]{0,4}"  # one part of a name: letters, then a few digits (``p95``, ``value2``)
+
+
 def looks_like_name(text: str) -> bool:
-    """True when ``text`` looks like a config key or a column name (a letter or ``_``, then up to 39
-    letters, digits or ``_``), so an error may show it. Anything else read from a file may be its
-    content (a password file's first line parses as one long key or column name) and is never shown
-    (README, "Exit codes")."""
-    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,39}", text) is not None
+    """True when ``text`` looks like a config key, a column or an environment variable name, so an
+    error may show it: at most 40 characters of ``_``-separated words, each a run of up to 15
+    letters and then up to 4 digits (``reservaton_ratio``, ``Timestamp``, ``CAPPLAN_PROM_TOKEN``).
+    Anything else read from a file or a config value may be a secret (a password file's first
+    line parses as one long key or column name; a token pasted where a variable's name belongs:
+    ``ghp_16C7e42F...``, ``AKIAIOSFODNN7EXAMPLE``, a JWT) and is never shown (README, "Exit codes")."""
+    return len(text) <= 40 and re.fullmatch(rf"_*{_WORD}(_+{_WORD})*_*", text) is not None

@@ -437,6 +437,11 @@ def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
     code, _, err = run_cli(["plan", "--source", f"csv:{env}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and "missing column(s) timestamp, series_id, value" in one_line(err)
     assert "hunter2" not in err and "1 not shown" in one_line(err)
+    for token in ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"):
+        f = tmp_path / "token.txt"  # a token file's one line parses as one or two column names (tester, session 9)
+        f.write_text(token + "\n")
+        code, _, err = run_cli(["plan", "--source", f"csv:{f}", "--out", str(tmp_path / "o"), "-q"], capsys)
+        assert code == 2 and "not shown" in one_line(err) and all(t not in err for t in token.split(","))
     typo = tmp_path / "typo.csv"
     typo.write_text("timestamp,series,value\n2024-01-01T00:00:00Z,a,1\n")
     code, _, err = run_cli(["plan", "--source", f"csv:{typo}", "--out", str(tmp_path / "o"), "-q"], capsys)
@@ -478,3 +483,14 @@ def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_p
     code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
     assert code == 2 and "holds 1 file(s) capplan did not write (my-notes.md)" in one_line(err) and stdout == ""
     assert (out / "my-notes.md").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("name,shown", [("CAPPLAN_PROM_TOKEN", True), ("eyJhbGciOiJIUzI1NiJ9.S3cretPAYLOAD.sig", False),
+                                        ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", False), ("S3cretPW!", False)])
+def test_an_unset_credential_variable_is_named_only_when_it_looks_like_a_name(name, shown):
+    """Tester finding (session 9): a token pasted into bearer_token_env was printed as the variable's name."""
+    from capplan.sources.prometheus import _credential
+
+    with pytest.raises(InputError) as e:
+        _credential({}, name, "prometheus.bearer_token_env", token=True)
+    assert (name in str(e.value)) is shown and str(e.value).startswith("prometheus.bearer_token_env: ")

@@ -65,7 +65,7 @@ from urllib3.util.retry import Retry
 
 from capplan import atomic
 from capplan.config import CapplanConfig, PrometheusConfig, SeriesConfig, parse_duration
-from capplan.errors import InputError, SourceError
+from capplan.errors import InputError, SourceError, looks_like_name
 from capplan.promql import TEMPLATES, outer_aggregation
 from capplan.sources.implausible import mask_implausible
 from capplan.store import Store
@@ -298,7 +298,10 @@ def _credential(env, name: str, key: str, token: bool) -> str:
     raw = env.get(name, "")
     val = raw.strip() if token else raw.rstrip("\r\n")
     if not val:
-        raise InputError(f"{key}: environment variable {name} is not set" + (" (only whitespace)" if raw else ""))
+        named = f"environment variable {name}" if looks_like_name(name) else (
+            "the environment variable it names (the name is not shown: it does not look like a variable name; "
+            "put the variable's name there, not the secret)")
+        raise InputError(f"{key}: {named} is not set" + (" (only whitespace)" if raw else ""))
     if token and any(c.isspace() or not c.isprintable() for c in val):
         raise InputError(f"{key}: environment variable {name} holds whitespace or control characters inside "
                          "the token; an HTTP header cannot carry them (check how the secret was created)")
