@@ -458,6 +458,11 @@ def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_p
     for cmd in (["plan", "--out", str(tmp_path / "o")], ["backtest"]):
         code, _, err = run_cli([*cmd, "--source", f"csv:{src}", "--format", "csv", "--output", str(src), "-q"], capsys)
         assert code == 2 and "is the --source file" in one_line(err)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(FAST_CONFIG)
+    for cmd in (["plan", "--out", str(tmp_path / "o")], ["backtest"]):  # nor the config (tester, session 9)
+        code, _, err = run_cli([*cmd, "--config", str(cfg), "--output", str(cfg), "-q"], capsys)
+        assert code == 2 and "is the --config file" in one_line(err) and cfg.read_text() == FAST_CONFIG
     code, _, err = run_cli(["plan", "--source", f"csv:{src}", "--out", str(out), "-q"], capsys)
     assert code == 2 and "holds the --source file" in one_line(err)
     assert src.read_bytes() == before and (out / "report.json").is_file()

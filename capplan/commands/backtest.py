@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
         if not 0 <= seed < 2**32:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
-        check_output_file(output, source)
+        check_output_file(output, source, config)
         cfg = load_config(config)
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"

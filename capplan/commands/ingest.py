@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
         from capplan.store import Store
 
         ids = split_ids(series)
-        check_output_file(output)
+        check_output_file(output, config=config)
         cfg = load_config(config)
         if cfg.prometheus is None or not cfg.series:
             missing = "prometheus:" if cfg.prometheus is None else "series:"

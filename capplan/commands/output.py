@@ -123,10 +123,10 @@ def _writable_parent(p: Path, option: str, create: bool) -> None:
         raise InputError(f"{option} {p}: {parent} is not a writable folder")
 
 
-def check_output_file(path: Path | None, source: str | None = None) -> None:
-    """``--output FILE``: refuse a folder, an unwritable place, or the ``--source`` file
-    (``csv:F`` / ``parquet:F``: writing the result would destroy the input) before any work
-    (InputError)."""
+def check_output_file(path: Path | None, source: str | None = None, config: Path | None = None) -> None:
+    """``--output FILE``: refuse a folder, an unwritable place, or an input of the command: the
+    ``--source`` file (``csv:F`` / ``parquet:F``) or the ``--config`` file, which writing the
+    result would destroy, before any work (InputError)."""
     from capplan.errors import InputError
 
     if path is None:
@@ -135,9 +135,11 @@ def check_output_file(path: Path | None, source: str | None = None) -> None:
     if p.is_dir():
         raise InputError(f"--output {p}: is a folder; name a file")
     kind, _, arg = (source or "").partition(":")
-    if kind in ("csv", "parquet") and arg and p.exists() and Path(arg).exists() and p.samefile(arg):
-        raise InputError(f"--output {p}: is the --source file; writing the result there would destroy the input: "
-                         "name another file")
+    inputs = {"--source": Path(arg) if kind in ("csv", "parquet") and arg else None, "--config": config}
+    for option, f in inputs.items():
+        if f is not None and p.exists() and Path(f).exists() and p.samefile(f):
+            raise InputError(f"--output {p}: is the {option} file; writing the result there would destroy the input: "
+                             "name another file")
     _writable_parent(p, "--output", create=False)
 
 

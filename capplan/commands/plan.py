@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
         check_out_dir(out_dir, source=source)
-        check_output_file(output, source)
+        check_output_file(output, source, config)
         cfg = load_config(config)
         if n_calls is not None:
             if n_calls < 4:
