@@ -488,6 +488,38 @@ def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_p
     code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
     assert code == 2 and "holds 1 file(s) capplan did not write (my-notes.md)" in one_line(err) and stdout == ""
     assert (out / "my-notes.md").read_text() == "keep me"
+    # without a readable file list (tester, session 9): only capplan's own exports and data files may go
+    gitops = tmp_path / "g"
+    (gitops / "manifests").mkdir(parents=True)
+    (gitops / "policy.yaml").write_text("apiVersion: v1\n")
+    (gitops / "manifests" / "mine.yaml").write_text("kind: ConfigMap\n")
+    (gitops / "thesis.tex").write_text("keep me")
+    for report in (None, '{"coverage": 0.9}', "not json"):
+        if report is not None:
+            (gitops / "report.json").write_text(report)
+        code, _, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(gitops), "-q"], capsys)
+        assert code == 2 and "capplan did not write" in one_line(err) and "thesis.tex" in err, err
+        assert "manifests/mine.yaml" in err and ("report.json" in err) is (report is not None)
+    assert (gitops / "thesis.tex").read_text() == "keep me"
+
+
+def test_export_out_refuses_to_delete_files_capplan_did_not_write(tmp_path, capsys):
+    """Tester finding (session 9): `capplan export --out` deleted the user's files under manifests/ and crds/."""
+    from tests.test_lookahead import _written
+
+    out = _written(tmp_path / "o", lambda t: t)
+    (out / "manifests" / "mine.yaml").write_text("kind: ConfigMap\n")
+    (out / "crds" / "other-crd.yaml").write_text("kind: CustomResourceDefinition\n")
+    code, _, err = run_cli(["export", "--out", str(out)], capsys)
+    assert code == 2 and "2 file(s) under" in one_line(err) and "crds/other-crd.yaml, manifests/mine.yaml" in err
+    assert (out / "manifests" / "mine.yaml").is_file() and (out / "crds" / "other-crd.yaml").is_file()
+    (out / "manifests" / "mine.yaml").unlink()
+    (out / "crds" / "other-crd.yaml").unlink()
+    stale = next((out / "manifests").glob("*-scaledobject.yaml"))  # capplan's own, from a series since removed
+    stale.rename(out / "manifests" / "old-series-scaledobject.yaml")
+    code, _, err = run_cli(["export", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert not (out / "manifests" / "old-series-scaledobject.yaml").exists()
 
 
 @pytest.mark.parametrize("name,shown", [("CAPPLAN_PROM_TOKEN", True), ("eyJhbGciOiJIUzI1NiJ9.S3cretPAYLOAD.sig", False),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from optimizer.exporters import WRITERS, ExportValidationError, render_all, write_all
+from optimizer.exporters import WRITERS, ExportValidationError, is_own_file, render_all, write_all
 from optimizer.exporters.base import Doc
 from optimizer.exporters.keda import cron_window
 from optimizer.exporters.lint import lint, lint_object
@@ -94,6 +94,7 @@ def test_every_writer_output_validates(tmp_path, settings):
     # each file passes its schema on its own, and the folder passes schemas + lint together
     for p in paths:
         assert validate_object(load(p), p.name) == [], p
+        assert is_own_file(tmp_path, p.relative_to(tmp_path).as_posix()), p  # a re-render may replace it
     assert validate_dir(tmp_path) == []
     # kustomization lists exactly the files in manifests/
     k = load(tmp_path / "manifests/kustomization.yaml")

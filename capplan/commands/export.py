@@ -139,9 +139,18 @@ def register(app: typer.Typer) -> None:
             sys.exit(EXIT_DIFFERENCES if text else 0)
 
         from capplan import atomic
-        from optimizer.exporters import OWNED
+        from optimizer.exporters import OWNED, is_own_file
 
         root = out_dir.resolve()
+        try:
+            new = set(render_all(plans, cfg.export))
+        except ValueError as exc:  # e.g. a pre-scaling window that is not a peak
+            raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
+        theirs = [r for r in _existing(out_dir) if r not in new and not is_own_file(out_dir, r)]
+        if theirs:  # the swap would delete them: files under capplan's folders that capplan did not write
+            shown = ", ".join(theirs[:5]) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
+            raise InputError(f"--out {out_dir}: {len(theirs)} file(s) under {', '.join(OWNED[1:])} that capplan did "
+                             f"not write ({shown}) would be removed by the re-render; move them out of those folders")
         try:
             with atomic.replace_dir(out_dir) as tmp:
                 if out_dir.is_dir():

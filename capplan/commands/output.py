@@ -63,6 +63,8 @@ def split_ids(values: list[str] | None) -> list[str] | None:
 #: what a capplan output folder holds at its top: a folder holding one of these (or an empty
 #: one) may be replaced by ``--out``; anything else is refused (check_out_dir)
 OUTPUT_MARKERS = ("report.json", "policy.yaml")
+PLAN_FILES = ("forecasts.parquet", "trials.parquet", "replay.parquet", "backtest.parquet", "history.parquet",
+              "history_native.parquet")  # what `capplan plan` writes beside report.json and the exports
 
 
 def check_out_dir(path: Path, option: str = "--out", source: str | None = None) -> None:
@@ -97,16 +99,23 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
 
 
 def _foreign_files(p: Path) -> list[str]:
-    """Files under a previous output folder ``p`` (paths relative to it) that its ``report.json``
-    does not list in ``run.files``; empty when there is no readable list to compare with."""
+    """Files under a previous output folder ``p`` (paths relative to it) that capplan did not write:
+    those its ``report.json`` does not list in ``run.files``; without a readable list (an export
+    folder, another tool's or a broken ``report.json``), every file but capplan's own exports
+    (:func:`optimizer.exporters.is_own_file`) and the plan's data files (:data:`PLAN_FILES`)."""
+    files = sorted(f.relative_to(p).as_posix() for f in p.rglob("*") if f.is_file())
     try:
-        listed = json.loads((p / "report.json").read_text(encoding="utf-8"))["run"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    if not isinstance(listed, list) or not listed:  # e.g. a report written by a benchmark, without a file list
-        return []
-    known = {str(f) for f in listed} | {"report.json"}
-    return sorted(str(f.relative_to(p)) for f in p.rglob("*") if f.is_file() and str(f.relative_to(p)) not in known)
+        run = json.loads((p / "report.json").read_text(encoding="utf-8"))["run"]
+        listed, ours = run.get("files"), bool(run.get("run_id"))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        listed, ours = None, False
+    if isinstance(listed, list) and listed:
+        known = {str(f) for f in listed} | {"report.json"}
+        return [f for f in files if f not in known]
+    from optimizer.exporters import is_own_file
+
+    mine = set(PLAN_FILES) | ({"report.json"} if ours else set())  # a capplan report without a file list
+    return [f for f in files if f not in mine and not is_own_file(p, f)]
 
 
 def _writable_parent(p: Path, option: str, create: bool) -> None:

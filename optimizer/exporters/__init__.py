@@ -38,8 +38,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizer.exporters import adapter, hpa, keda, policy, priorityclass, volcano  # noqa: F401  (registration)
+from optimizer.exporters import adapter, crd, hpa, keda, policy, priorityclass, volcano  # noqa: F401  (registration)
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
+from optimizer.exporters.kustomization import PATH as kustomization_path
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.exporters.policy import human
@@ -49,6 +50,20 @@ from optimizer.policy import SeriesPlan
 
 ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
 OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
+MANAGED_BY = "app.kubernetes.io/managed-by: capplan"  # the label on every object capplan writes but these:
+FIXED = (policy.PATH, f"crds/{crd.CRD_FILE}", kustomization_path, adapter.PATH)  # files whose path is capplan's
+
+
+def is_own_file(root: Path, rel: str) -> bool:
+    """True when the file ``rel`` under ``root`` is one capplan writes: one of :data:`FIXED`, or a
+    YAML file whose text carries the :data:`MANAGED_BY` label. Anything else under :data:`OWNED` is
+    the user's, which a re-render must not delete (``capplan export --out``, ``capplan plan --out``)."""
+    if rel in FIXED:
+        return True
+    try:
+        return MANAGED_BY in (Path(root) / rel).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
