@@ -531,3 +531,14 @@ def test_an_unset_credential_variable_is_named_only_when_it_looks_like_a_name(na
     with pytest.raises(InputError) as e:
         _credential({}, name, "prometheus.bearer_token_env", token=True)
     assert (name in str(e.value)) is shown and str(e.value).startswith("prometheus.bearer_token_env: ")
+
+
+def test_out_inside_the_store_is_refused(tmp_path, capsys):
+    """Tester finding (session 9): `--out <store>/runs/<LATEST>` replaced the published run with another."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(FAST_CONFIG.replace("store: store", f"store: {tmp_path / 'store'}"))
+    run = tmp_path / "store" / "runs" / "20260101T000000Z-s0-abc"
+    run.mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps({"run": {"run_id": "x", "files": ["report.json"]}}))
+    code, _, err = run_cli(["plan", "--config", str(cfg), "--out", str(run), "-q"], capsys)
+    assert code == 2 and "is inside the store" in one_line(err)

@@ -171,6 +171,10 @@ def register(app: typer.Typer) -> None:
                 "workers": workers}.items() if v is not None}})
         except ValidationError as exc:
             raise InputError(f"--executor/--scheduler: {exc.errors()[0]['msg']}") from None
+        store_root = Path(cfg.store).resolve()
+        if out_dir.resolve() == store_root or store_root in out_dir.resolve().parents:
+            raise InputError(f"--out {out_dir}: is inside the store {cfg.store} (its runs and LATEST are capplan's "
+                             "own); name a folder outside it")
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
         with StageProgress(enabled=not quiet) as progress:
