@@ -90,6 +90,7 @@ def test_spike_warnings_judge_the_busy_level_not_the_idle_steps():
     assert spike_warnings(frame(0.5, 999.0)) == {}
     assert spike_warnings(frame(2.0, 1500.0)) == {}  # within 1,000 x the busy level of 2 GPUs
     assert list(spike_warnings(frame(2.0, 2500.0))) == ["a"]
+    assert spike_warnings(frame(2.0, -2500.0)) == {}  # clipped to 0 later (a fallback note), never bought
 
 
 def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
@@ -542,3 +543,15 @@ def test_out_inside_the_store_is_refused(tmp_path, capsys):
     (run / "report.json").write_text(json.dumps({"run": {"run_id": "x", "files": ["report.json"]}}))
     code, _, err = run_cli(["plan", "--config", str(cfg), "--out", str(run), "-q"], capsys)
     assert code == 2 and "is inside the store" in one_line(err)
+
+
+@pytest.mark.parametrize("url", ["https://prom.example:99999", "http://127.0.0.1:abc", "https://prom.example:9090;x=1"])
+def test_a_prometheus_url_with_a_bad_port_is_a_config_error(tmp_path, url):
+    """Tester finding (session 9): these passed the config check and failed only after retries as 'not Prometheus'."""
+    from capplan.config import load_config
+
+    p = tmp_path / "c.yaml"
+    p.write_text(f"prometheus: {{url: '{url}'}}\n")
+    with pytest.raises(InputError) as e:
+        load_config(p)
+    assert "prometheus.url" in str(e.value) and ("invalid port" in str(e.value) or "parameters" in str(e.value))

@@ -84,7 +84,7 @@ def spike_warnings(frame: pd.DataFrame, where: str = "", rows: pd.Series | None 
     for sid, idx in frame.groupby("series_id", sort=True).indices.items():
         x = v[idx]
         b = spike_bound(x)
-        big = np.isfinite(x) & (np.abs(np.nan_to_num(x, nan=0.0)) > b)
+        big = np.isfinite(x) & (np.nan_to_num(x, nan=0.0) > b)  # a negative value is clipped to 0 later, not bought
         if big.any():
             first = idx[np.flatnonzero(big)[0]]
             out[sid] = (f"data: {int(big.sum())} value(s) above {b:.3g} = 1000 x the series' median busy level "
@@ -114,8 +114,9 @@ def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | Non
         if bad.any():
             first = idx[np.flatnonzero(bad)[0]]
             at = _where(out, first, where, rows)
-            notes.append(f"{sid}: {int(bad.sum())} implausible value(s) (non-finite, or beyond {bound(x):.3g} = "
-                         f"1e6 x the median magnitude; first {v[first]:.6g}{at}) treated as missing")
+            notes.append(f"{sid}: {int(bad.sum())} implausible value(s) (non-finite, or beyond {bound(x):.3g}: "
+                         f"1e6 x the median magnitude, at least 1e6 and at most 1e9; first {v[first]:.6g}{at}) "
+                         "treated as missing")
             bad_all[idx[bad]] = True
     if bad_all.any():
         v[bad_all] = np.nan

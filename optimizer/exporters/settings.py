@@ -24,7 +24,7 @@ def check_prometheus_url(v: str) -> str:
 
     Raises
     ------
-    ValueError: another scheme, no host, credentials in the URL (they would be written into the
+    ValueError: another scheme, no host, an invalid port, credentials in the URL (they would be written into the
         manifests and logs; use ``basic_auth``/``bearer_token_env`` for pulls and ``keda_auth`` for
         KEDA), or a query string or fragment (where tokens hide; KEDA appends its own query).
     """
@@ -38,6 +38,12 @@ def check_prometheus_url(v: str) -> str:
                          "(for KEDA: export.keda_auth)")
     if u.query or u.fragment:
         raise ValueError("must not have a query string or fragment (tokens belong in bearer_token_env or keda_auth)")
+    try:
+        u.port  # noqa: B018  (urllib checks the port only when asked)
+    except ValueError:
+        raise ValueError("has an invalid port (a number from 1 to 65535)") from None
+    if u.params:
+        raise ValueError("must not have ';' parameters")
     return v.rstrip("/")
 
 
