@@ -555,3 +555,8 @@ def test_a_prometheus_url_with_a_bad_port_is_a_config_error(tmp_path, url):
     with pytest.raises(InputError) as e:
         load_config(p)
     assert "prometheus.url" in str(e.value) and ("invalid port" in str(e.value) or "parameters" in str(e.value))
+
+
+def test_a_source_that_is_a_folder_says_so(tmp_path, capsys):
+    code, _, err = run_cli(["plan", "--source", f"csv:{tmp_path}", "--out", str(tmp_path / "o"), "-q"], capsys)
+    assert code == 2 and f"{tmp_path}: is a folder; name a csv file" in one_line(err)

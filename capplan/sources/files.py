@@ -42,7 +42,9 @@ MAX_SPAN_DAYS = 1096
 def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
     if not arg:
         raise InputError(f"--source {kind}:PATH: a path is required, e.g. {kind}:demand.{kind}")
-    p = Path(arg)
+    p = Path(arg).expanduser()
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder; name a {kind} file")
     if not p.is_file():
         raise InputError(f"{p}: file not found")
     if p.stat().st_size == 0:
