@@ -560,3 +560,17 @@ def test_a_prometheus_url_with_a_bad_port_is_a_config_error(tmp_path, url):
 def test_a_source_that_is_a_folder_says_so(tmp_path, capsys):
     code, _, err = run_cli(["plan", "--source", f"csv:{tmp_path}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and f"{tmp_path}: is a folder; name a csv file" in one_line(err)
+
+
+def test_missing_value_words_and_header_case_are_read_as_a_user_expects(tmp_path):
+    """Tester findings (session 9): `NA` was 'not a number' while `nan` was a gap; `Timestamp` was refused."""
+    vals = [repr(float(v)) for v in demand()]
+    vals[3], vals[4], vals[5] = "NA", "null", "N/A"
+    p = tmp_path / "d.csv"
+    pd.DataFrame({"Timestamp": [t.isoformat() for t in T], "SERIES_ID": "a", "Value": vals}).to_csv(p, index=False)
+    h = load_source(f"csv:{p}")
+    assert h.frame["value"].iloc[3:6].isna().all() and h.frame["value"].notna().sum() == len(T) - 3
+    vals[3] = "n.a."
+    pd.DataFrame({"timestamp": [t.isoformat() for t in T], "series_id": "a", "value": vals}).to_csv(p, index=False)
+    with pytest.raises(InputError, match="row 5: column value: 'n.a.' is not a number"):
+        load_source(f"csv:{p}")

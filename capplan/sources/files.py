@@ -1,7 +1,7 @@
 """``csv:PATH`` and ``parquet:PATH`` sources: a long table of demand.
 
 Columns: ``timestamp``, ``series_id``, ``value`` (required) and optional
-``kind`` (training|inference), ``unit`` (gpu|replica), ``gpu_model``.
+``kind`` (training|inference), ``unit`` (gpu|replica), ``gpu_model``, named in any case.
 
 * ``timestamp`` is ISO 8601 with or without an offset, or Unix epoch seconds.
   Naive timestamps are read in ``--timezone`` (default UTC); everything is
@@ -11,7 +11,8 @@ Columns: ``timestamp``, ``series_id``, ``value`` (required) and optional
 * One series may span at most :data:`MAX_SPAN_DAYS` days: a row dated far away
   from the rest (``2200-01-01`` in a 2024 file) is an error naming that row,
   found before anything is resampled.
-* ``value`` must be numeric; empty cells are missing values (NaN). Non-finite
+* ``value`` must be numeric; empty cells and the words of :data:`MISSING_WORDS` (``NaN``,
+  ``NA``, ``N/A``, ``null``, ``None``; any case) are missing values (NaN). Non-finite
   and implausibly large values become missing with a note
   (:mod:`capplan.sources.implausible`).
 
@@ -31,6 +32,10 @@ from capplan.sources import LoadedHistory, register
 from forecasting.types import SeriesMeta
 
 REQUIRED = ("timestamp", "series_id", "value")
+COLUMNS = (*REQUIRED, "kind", "unit", "gpu_model")
+"""Every column capplan reads; a header names them in any case (``Timestamp``)."""
+MISSING_WORDS = ("nan", "na", "n/a", "null", "none")
+"""``value`` cells (lower-cased) read as missing, as pandas' and R's exports write them."""
 MS_FROM = 1e11
 """Epoch numbers at or above this are milliseconds (as seconds: after the year 5000)."""
 MS_UNTIL = 1e14
@@ -58,7 +63,9 @@ def _read(kind: str, arg: str) -> tuple[Path, pd.DataFrame]:
         raise InputError(f"{p}: the file is empty; expected a header {','.join(REQUIRED)}") from None
     except Exception as exc:  # unreadable file: name it, say what was expected
         raise InputError(f"{p}: cannot read as {kind}: {exc}") from None
-    df.columns = [str(c).strip() for c in df.columns]
+    names = [str(c).strip() for c in df.columns]
+    # a known column in another case (``Timestamp``, ``VALUE``) is that column, unless the file also has it
+    df.columns = [n.lower() if n.lower() in COLUMNS and n.lower() not in names else n for n in names]
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         shown = [c for c in df.columns if looks_like_name(c)]
@@ -161,7 +168,7 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     ts = parse_timestamps(df["timestamp"], p, timezone, notes)
     raw = df["value"]
     vals = pd.to_numeric(raw, errors="coerce")
-    bad = vals.isna() & raw.notna() & (raw.astype(str).str.strip().str.lower() != "nan")
+    bad = vals.isna() & raw.notna() & ~raw.astype(str).str.strip().str.lower().isin(MISSING_WORDS)
     if bad.any():
         i = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(f"{p}: row {i + 2}: column value: {raw.iloc[i]!r} is not a number")
