@@ -139,6 +139,7 @@ def register(app: typer.Typer) -> None:
             sys.exit(EXIT_DIFFERENCES if text else 0)
 
         from capplan import atomic
+        from capplan.commands.output import first_few
         from optimizer.exporters import OWNED, is_own_file
 
         root = out_dir.resolve()
@@ -148,9 +149,8 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
         theirs = [r for r in _existing(out_dir) if r not in new and not is_own_file(out_dir, r)]
         if theirs:  # the swap would delete them: files under capplan's folders that capplan did not write
-            shown = ", ".join(theirs[:5]) + (f" and {len(theirs) - 5} more" if len(theirs) > 5 else "")
             raise InputError(f"--out {out_dir}: {len(theirs)} file(s) under {', '.join(OWNED[1:])} that capplan did "
-                             f"not write ({shown}) would be removed by the re-render; move them out of those folders")
+                             f"not write ({first_few(theirs)}) would be removed by the re-render; move them out of those folders")
         try:
             with atomic.replace_dir(out_dir) as tmp:
                 if out_dir.is_dir():

@@ -67,6 +67,17 @@ PLAN_FILES = ("forecasts.parquet", "trials.parquet", "replay.parquet", "backtest
               "history_native.parquet")  # what `capplan plan` writes beside report.json and the exports
 
 
+def source_file(source: str | None) -> Path | None:
+    """The file of a ``--source csv:F`` / ``parquet:F`` spec; None for any other source."""
+    kind, _, arg = (source or "").partition(":")
+    return Path(arg) if kind in ("csv", "parquet") and arg else None
+
+
+def first_few(names: list[str], n: int = 5) -> str:
+    """``a, b, c`` for an error message: the first ``n`` names, then ``and K more``."""
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
 def check_out_dir(path: Path, option: str = "--out", source: str | None = None) -> None:
     """Refuse an output folder that the run's atomic swap (:func:`capplan.atomic.replace_dir`)
     would destroy or cannot create, before any data is read.
@@ -79,9 +90,9 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
     from capplan.errors import InputError
 
     p = Path(path)
-    kind, _, arg = (source or "").partition(":")
-    if kind in ("csv", "parquet") and arg and p.is_dir() and p.resolve() in Path(arg).resolve().parents:
-        raise InputError(f"{option} {p}: holds the --source file {arg}, and the run replaces the whole folder; "
+    src = source_file(source)
+    if src is not None and p.is_dir() and p.resolve() in src.resolve().parents:
+        raise InputError(f"{option} {p}: holds the --source file {src}, and the run replaces the whole folder; "
                          "name another folder or move the input out of it")
     if p.exists() and not p.is_dir():
         raise InputError(f"{option} {p}: is a file; name a new folder or a previous capplan output folder")
@@ -91,9 +102,8 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
                          "or empty folder")
     foreign = _foreign_files(p)
     if foreign:
-        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise InputError(f"{option} {p}: a previous capplan output that also holds {len(foreign)} file(s) capplan "
-                         f"did not write ({shown}), and the run replaces the whole folder; move them out or name "
+                         f"did not write ({first_few(foreign)}), and the run replaces the whole folder; move them out or name "
                          "another folder")
     _writable_parent(p, option, create=True)
 
@@ -143,8 +153,7 @@ def check_output_file(path: Path | None, source: str | None = None, config: Path
     p = Path(path)
     if p.is_dir():
         raise InputError(f"--output {p}: is a folder; name a file")
-    kind, _, arg = (source or "").partition(":")
-    inputs = {"--source": Path(arg) if kind in ("csv", "parquet") and arg else None, "--config": config}
+    inputs = {"--source": source_file(source), "--config": config}
     for option, f in inputs.items():
         if f is not None and p.exists() and Path(f).exists() and p.samefile(f):
             raise InputError(f"--output {p}: is the {option} file; writing the result there would destroy the input: "
