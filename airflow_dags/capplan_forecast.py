@@ -28,14 +28,14 @@ def forecast_dag(tier: str):
     def forecast():
         @task(max_active_tis_per_dagrun=2, map_index_template="{{ series_label }}")
         def fit(series_id: str, cfg_path: str) -> dict:
-            from capplan import jobs
+            from capplan import airflow_jobs as jobs
 
             common.label_map_index(series_id)
             return jobs.forecast_series(cfg_path, tier, series_id, common.logical_date(), common.SEED)
 
         @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[common.FORECAST_ASSETS[tier]])
         def record(results, expected: list[str], cfg_path: str) -> dict:
-            from capplan import jobs
+            from capplan import airflow_jobs as jobs
 
             return jobs.record_forecasts(cfg_path, tier, common.logical_date(), list(results or []), expected)
 

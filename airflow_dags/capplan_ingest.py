@@ -24,14 +24,14 @@ def capplan_ingest():
         map_index_template="{{ series_label }}",
     )
     def ingest(series_id: str, cfg_path: str) -> dict:
-        from capplan import jobs
+        from capplan import airflow_jobs as jobs
 
         common.label_map_index(series_id)
         return jobs.ingest_series(cfg_path, series_id, common.prometheus_connection())
 
     @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[common.HISTORY_ASSET])
     def record(results, expected: list[str], cfg_path: str) -> dict:
-        from capplan import jobs
+        from capplan import airflow_jobs as jobs
 
         return jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
 

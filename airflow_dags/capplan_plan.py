@@ -21,7 +21,7 @@ F = common.FORECAST_ASSETS
 def capplan_plan():
     @task(outlets=[common.PLAN_ASSET])
     def plan(cfg_path: str) -> dict:
-        from capplan import jobs
+        from capplan import airflow_jobs as jobs
 
         res = jobs.plan(cfg_path, common.logical_date(), common.SEED)
         return {k: res[k] for k in ("run_id", "out", "planned", "missing")}

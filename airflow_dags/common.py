@@ -12,7 +12,7 @@ import os
 
 from airflow.sdk import Asset, dag, task
 
-from capplan.jobs import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
+from capplan.airflow_jobs import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TAGS = ["capplan"]
@@ -52,7 +52,7 @@ def config_path() -> str:
 def prometheus_connection() -> dict | None:
     """The Airflow Connection ``capplan_prometheus`` as a plain dict, or None if undefined.
 
-    The secrets in it go to :func:`capplan.jobs.connection_overrides` and are
+    The secrets in it go to :func:`capplan.airflow_jobs.connection_overrides` and are
     never returned by a task (so never stored in XCom or logs).
     """
     from airflow.sdk import Connection
@@ -101,7 +101,7 @@ def config() -> str:
 @task
 def series(cfg_path: str) -> list[str]:
     """The configured series ids."""
-    from capplan import jobs
+    from capplan import airflow_jobs as jobs
 
     return jobs.series_ids(cfg_path)
 

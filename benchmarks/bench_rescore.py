@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/bench_accuracy.py --save-frames DIR`` once (a full
 backtest), then ``.venv/bin/python benchmarks/bench_rescore.py DIR [--window tune|eval]
 [--series ID ...]`` after each change to :mod:`forecasting.combination` or
-:mod:`forecasting.calibration` (no tier is refitted, :mod:`forecasting.rescore`:
+:mod:`forecasting.conformal` (no tier is refitted, :mod:`forecasting.rescore`:
 about a minute for the sample's evaluation windows on a 2-core machine; the
 tuning windows take a few minutes more, for the naive-conformal rule at their
 origins). ``--window tune`` scores the tuning windows, where

@@ -39,7 +39,7 @@ from capplan.errors import InputError, looks_like_name
 from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
 from optimizer.prices import GpuPrice, default_price_book
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 
 
 _DUR_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
@@ -229,7 +229,7 @@ class ForecastConfig(BaseModel):
 class PlanConfig(SearchSettings):
     """The ``plan:`` section: the search and replay options (fields, units and the
     typed ``training_bounds`` / ``inference_bounds`` in
-    :class:`optimizer.settings.SearchSettings`) plus the windows and parallelism, e.g.::
+    :class:`optimizer.search_settings.SearchSettings`) plus the windows and parallelism, e.g.::
 
         plan:
           coverage_target: 0.95

@@ -5,7 +5,7 @@
    training | tuning | evaluation windows (:func:`forecasting.backtest.split_windows`).
 3. :func:`forecast_stage` — every model rolling over the tuning and evaluation
    windows (no look-ahead) and fitted on all history for the 7-day plan
-   forecast (:func:`tier_forecasts`, :mod:`forecasting.reuse`), then combined
+   forecast (:func:`tier_forecasts`, :mod:`forecasting.registry_fit`), then combined
    (:mod:`forecasting.assemble`).
 4. :func:`backtest_stage` — MASE, sMAPE, pinball and coverage per model and lead band.
 5. :func:`search_stage` — per series, replay inputs (:mod:`optimizer.inputs`) and
@@ -15,7 +15,7 @@
    ``forecasts.parquet`` and ``report.json`` (:mod:`capplan.report`), written atomically.
 
 :func:`plan_from_forecasts` runs 4–7 (shared by :func:`run_plan` and the
-Airflow plan job, :func:`capplan.jobs.plan`); :func:`run_plan` runs them all.
+Airflow plan job, :func:`capplan.airflow_jobs.plan`); :func:`run_plan` runs them all.
 ``progress`` is any callable taking ``(stage, message)``. The data handed
 between stages is in :mod:`capplan.containers`; the units of work each stage
 submits to its executor are in :mod:`capplan.tasks`.
@@ -48,7 +48,7 @@ from capplan.tasks import origin_map, tier_forecasts  # noqa: F401  (re-used: th
 from forecasting import backtest as bt
 from forecasting.assemble import PLAN_STEPS, ROLLING_MODELS  # noqa: F401  (PLAN_STEPS: re-used)
 from forecasting.regularise import regularise, to_hourly
-from forecasting.reuse import record_scores
+from forecasting.registry_fit import record_scores
 from forecasting.tiers import TIER_NAMES
 from forecasting.types import SeriesMeta
 from optimizer.inputs import STEP, median_spacing, native_grid
@@ -489,7 +489,7 @@ def plan_from_forecasts(prep: Prepared, fc: Forecasts, cfg: CapplanConfig, run: 
                         missing: dict[str, str] | None = None, executor: Executor | None = None,
                         cache_root: str | None = None) -> Report:
     """Stages 4–7: backtest (whose scores the models this run fitted record in the registry,
-    :func:`forecasting.reuse.record_scores`), search (on ``executor``), plans, report and export to ``out``.
+    :func:`forecasting.registry_fit.record_scores`), search (on ``executor``), plans, report and export to ``out``.
 
     ``run``: the report's run section (id, seed, source ...); its duration,
     stage seconds and files are filled in here. ``missing``: series left out

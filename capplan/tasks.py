@@ -30,7 +30,7 @@ from forecasting.assemble import ROLLING_MODELS, STEP, assemble
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
 from forecasting.metrics import seasonal_scale
 from forecasting.registry import ModelRegistry
-from forecasting.reuse import fit_final
+from forecasting.registry_fit import fit_final
 from forecasting.tiers import make
 from forecasting.types import SeriesMeta, empty_forecast
 from optimizer.inputs import replay_input
@@ -49,7 +49,7 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
                    cache_root: str | None = None) -> TierResult:
     """Rolling-origin forecasts of one model over the tuning and evaluation windows
     and, with ``final``, its plan forecast fitted on all history (reusing fresh
-    registry models, :func:`forecasting.reuse.fit_final`). Every plan forecast counts
+    registry models, :func:`forecasting.registry_fit.fit_final`). Every plan forecast counts
     as issued at the series' last observed point. Used by :func:`forecast_stage` and
     the Airflow forecast jobs.
 
@@ -142,7 +142,7 @@ class PlanForecast:
 
 def plan_forecast(prep: Prepared, cfg: CapplanConfig, name: str, seed: int, registry: ModelRegistry) -> PlanForecast:
     """Model ``name`` fitted on all history (or a fresh registry model,
-    :func:`forecasting.reuse.fit_final`) and its 7-day plan forecast from each series'
+    :func:`forecasting.registry_fit.fit_final`) and its 7-day plan forecast from each series'
     last point (an hourly model: complete hours only, expanded to the 5-minute grid)."""
     opts = cfg.forecast.tier_options().get(name, {})
     last5 = prep.h5.groupby("series_id")["timestamp"].max()

@@ -2,11 +2,11 @@
 
 Owns regularising, the three tiers (:mod:`forecasting.tiers`), calendars,
 backtests and metrics, lead buckets (:mod:`forecasting.buckets`), combining
-(:mod:`forecasting.combination`), calibrating (:mod:`forecasting.calibration`), the
+(:mod:`forecasting.combination`), calibrating (:mod:`forecasting.conformal`), the
 backtest peers (:mod:`forecasting.peers`), assembling the
 combined forecasts (:mod:`forecasting.assemble`), forecast bounds
 (:mod:`forecasting.bounds`) and the model registry with its reuse rule
-(:mod:`forecasting.registry`, :mod:`forecasting.reuse`).
+(:mod:`forecasting.registry`, :mod:`forecasting.registry_fit`).
 
 Imports nothing of ``capplan`` or ``optimizer`` and does no network I/O.
 """

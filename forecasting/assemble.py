@@ -6,10 +6,10 @@ and their 7-day plan forecasts (forecast frames on the 5-minute grid):
 * **rolling**: each origin is combined with exponentially weighted loss weights
   from the rows realised before it (:func:`forecasting.combination.combine_online`)
   and calibrated online (adaptive split conformal,
-  :func:`forecasting.calibration.calibrate_online`), so no origin sees its own or
+  :func:`forecasting.conformal.calibrate_online`), so no origin sees its own or
   any later actual;
 * **plan**: the weights at the last observation and the offsets of the last
-  :data:`forecasting.calibration.CAL_WINDOW` of realised rows, applied to the
+  :data:`forecasting.conformal.CAL_WINDOW` of realised rows, applied to the
   plan forecasts and laid on a full :data:`PLAN_STEPS` grid after the last point.
 
 Both are bounded (:mod:`forecasting.bounds`). Imports nothing of ``capplan``.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from forecasting import calibration, combination
+from forecasting import combination, conformal
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
 from forecasting.types import FORECAST_COLUMNS, QCOLS
 
@@ -56,13 +56,13 @@ def combine_rolling(per: dict[str, pd.DataFrame], actual: pd.Series, series_id: 
     """
     c, mean_w = combination.combine_online(per, actual, series_id)
     levels: dict[str, list[float]] = {}
-    return sanitise_rolling(calibration.calibrate_online(c, actual, levels_out=levels), h5), mean_w, levels
+    return sanitise_rolling(conformal.calibrate_online(c, actual, levels_out=levels), h5), mean_w, levels
 
 
 def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
              finals: dict[str, pd.DataFrame]) -> Assembled:
     """Combine and calibrate per lead bucket and quantile (:mod:`forecasting.combination`,
-    :mod:`forecasting.calibration`).
+    :mod:`forecasting.conformal`).
 
     ``h5``: the history frame (5-minute grid); ``series_ids``: the series to
     combine; ``rolling[model]`` / ``finals[model]``: forecast frames of every
@@ -82,12 +82,12 @@ def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
         comb.append(c)
         final_spec = combination.learn_combination(per, actuals[sid])
         # the plan's offsets: the final combination's own recent errors, at the adaptive levels reached
-        final_off = calibration.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],
-                                                  last - calibration.CAL_WINDOW, levels=levels)
+        final_off = conformal.learn_calibration(combination.apply_combination(per, final_spec, sid), actuals[sid],
+                                                  last - conformal.CAL_WINDOW, levels=levels)
         combos[sid] = combination.combination_report(final_spec, mean_w, final_off, levels)
         per_final = {n: finals[n][finals[n]["series_id"] == sid] for n in ROLLING_MODELS}
         c = combination.apply_combination(per_final, final_spec, sid)
-        c = calibration.apply_calibration(c, final_off)
+        c = conformal.apply_calibration(c, final_off)
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()

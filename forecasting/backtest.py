@@ -100,7 +100,7 @@ def lead_cap(issued_at: pd.Series) -> np.ndarray:
     Origins on a 4-hour boundary keep the full 7 days, the others 1 hour. Every
     band is scored at many origins while the frames stay small; the 7-day band
     gets six origins a day rather than one, so its calibration
-    (:mod:`forecasting.calibration`) sees errors six times as often (issue 13:
+    (:mod:`forecasting.conformal`) sees errors six times as often (issue 13:
     "errors that arrive faster than one origin a day").
     """
     b = pd.DatetimeIndex(issued_at) + STEP

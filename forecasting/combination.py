@@ -60,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasting import calibration
+from forecasting import conformal
 from forecasting.buckets import BANDS, BUCKETS, band_of, bucket_of, buckets_in
 from forecasting.metrics import pinball_loss
 from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
@@ -319,15 +319,15 @@ def combination_report(spec: dict[str, dict], mean_weights: dict[str, dict[str, 
     ``spec``: :func:`learn_combination` at the last observation (the plan forecast's
     weights); ``mean_weights``: :func:`combine_online`'s mean p50 weight per band over the
     rolling origins; ``offsets`` / ``levels``: the plan forecast's calibration
-    (:mod:`forecasting.calibration`). ``members`` lists, per lead bucket, the models
+    (:mod:`forecasting.conformal`). ``members`` lists, per lead bucket, the models
     carrying at least 5 % of the p50 weight.
     """
     return {
         "method": (f"exponentially weighted losses per lead bucket and quantile (Hedge, eta per day of evidence "
                    f"{', '.join(f'{b} {e:g}' for b, e in ETA.items())}, half-life {HALF_LIFE.days} days, prior on naive "
                    f"{', '.join(f'{b} {p:g}' for b, p in PRIOR_NAIVE.items())})"),
-        "calibration": (f"online adaptive split conformal around {calibration.CENTRE or 'each quantile'}, "
-                        f"trailing {calibration.CAL_WINDOW.days} days per lead bucket"),
+        "calibration": (f"online adaptive split conformal around {conformal.CENTRE or 'each quantile'}, "
+                        f"trailing {conformal.CAL_WINDOW.days} days per lead bucket"),
         "members": members(spec),
         "rolling": {"mean_p50_weights": mean_weights},
         "final": {"combination": spec, "calibration": offsets, "levels": levels},

@@ -3,7 +3,7 @@
 Why (issue 13: "choose settings on the tuning windows only")
     A full backtest spends minutes in the tiers, default Prophet and AutoETS,
     while a change to the combination (:mod:`forecasting.combination`) or the
-    calibration (:mod:`forecasting.calibration`) only needs the members' rolling
+    calibration (:mod:`forecasting.conformal`) only needs the members' rolling
     forecasts, which that change does not move. :func:`save_frames` keeps every
     model's rolling forecasts, the history and the windows of one backtest
     (``benchmarks/bench_accuracy.py --save-frames DIR``); :func:`rescore` then

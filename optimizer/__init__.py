@@ -2,7 +2,7 @@
 
 Owns the price book, the HPA algorithm, the replay simulator and its inputs
 (:mod:`optimizer.inputs`), the baseline, the Bayesian search and per-series
-tuning (:mod:`optimizer.tuning`) with its settings (:mod:`optimizer.settings`),
+tuning (:mod:`optimizer.tuning`) with its settings (:mod:`optimizer.search_settings`),
 plan arithmetic (:mod:`optimizer.plan`), the policy model and the manifest
 writers (:mod:`optimizer.exporters`), the perfect-foresight limit
 (:mod:`optimizer.oracle`), the peer policies (:mod:`optimizer.peers`), the

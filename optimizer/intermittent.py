@@ -59,7 +59,7 @@ def is_intermittent(demand, cutoff: float = ADI_CUTOFF) -> bool:
 
 def intermittent_space(kind: str, bounds: dict, demand) -> tuple[Space | None, str | None]:
     """For a training pool whose tuning-window ``demand`` is intermittent (:func:`is_intermittent`):
-    the training space of ``bounds`` (:meth:`optimizer.settings.TrainingBounds.as_dict`) without
+    the training space of ``bounds`` (:meth:`optimizer.search_settings.TrainingBounds.as_dict`) without
     the ``none`` top-up, and a note saying so. ``(None, None)`` otherwise: another kind, a smooth
     window, or bounds that allow no top-up besides ``none`` (they are the user's to keep)."""
     if kind != "training" or not is_intermittent(demand):

@@ -27,7 +27,7 @@ Bates, "A Gentle Introduction to Conformal Prediction", 2021):
 * margin ``M_j`` = the ``headroom_quantile`` (0-1) empirical quantile of those errors over the
   trailing :data:`ERROR_WINDOW` (7 days, the naive-conformal peer's window,
   :mod:`optimizer.peers`), history before the window included; 0 before the first error;
-* desired replicas ``ceil(L_j + M_j)``, proposed to the HPA controller (:class:`optimizer.hpa.HPA`,
+* desired replicas ``ceil(L_j + M_j)``, proposed to the HPA controller (:class:`optimizer.hpa_controller.HPA`,
   tolerance, stabilisation windows and rate policies from the params) beside the reactive
   floor ``observed demand / target_utilization`` (the service's utilisation trigger); the HPA
   takes the larger. Scale-down follows the target as fast as ``scale_down_window_s`` and

@@ -35,7 +35,7 @@ timeline of step ``i`` (covering ``[t_i, t_i + step)``):
     t_i               removed replicas stop serving and stop being paid at once
                       (starting ones are removed first)
 
-    * replicas follow :class:`optimizer.hpa.HPA` on the utilisation metric
+    * replicas follow :class:`optimizer.hpa_controller.HPA` on the utilisation metric
       ``observed demand / replicas`` against ``target_utilization``, with an
       optional predicted-demand metric for pre-scaling (the HPA takes the larger);
     * every replica, ready or starting, is paid at the on-demand price.
@@ -62,7 +62,7 @@ import pandas as pd
 
 from forecasting.metrics import idle_ratio
 from forecasting.types import QCOLS
-from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
+from optimizer.hpa_controller import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.prices import GpuPrice
 from optimizer.whole_units import count_tolerance, whole

@@ -71,7 +71,7 @@ from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
                               neighbour_objective, objective_value, run_search, training_space)
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 
 
 

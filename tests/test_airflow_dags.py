@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan import jobs
+from capplan import airflow_jobs as jobs
 from tests.ci import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -241,7 +241,7 @@ def test_rerun_same_logical_date_leaves_one_set_of_outputs(pipeline):
     assert after == before  # deterministic for a fixed seed
 
 
-# -- capplan.jobs without Airflow ------------------------------------------------------------
+# -- capplan.airflow_jobs without Airflow ------------------------------------------------------------
 def test_ld_key():
     import datetime as dt
 

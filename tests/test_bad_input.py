@@ -389,7 +389,7 @@ def test_the_longest_lag_and_cold_start_build_a_policy_of_either_family(step_s):
     from optimizer.lookahead import cold_steps, lead_steps
     from optimizer.policy import InferenceParams
     from optimizer.search import INFERENCE_ANCHORS, inference_space
-    from optimizer.settings import SearchSettings
+    from optimizer.search_settings import SearchSettings
 
     hi = SearchSettings.model_fields["cold_start_s"].metadata
     cold = lag = 3600

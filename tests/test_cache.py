@@ -82,7 +82,7 @@ def test_warm_runs_reuse_blocks_fits_and_searches_and_equal_a_cold_run(cold_warm
         for out in ("out1", "out2"):
             pd.testing.assert_frame_equal(pd.read_parquet(d / out / f"{name}.parquet"), ref, obj=f"{out}/{name}")
     # the plan forecasts of the warm runs come from the registry's models fitted an hour earlier (fresh for
-    # their cadence, forecasting.reuse), so they are compared with each other, not with store B's fresh fits
+    # their cadence, forecasting.registry_fit), so they are compared with each other, not with store B's fresh fits
     pd.testing.assert_frame_equal(pd.read_parquet(d / "out1" / "forecasts.parquet"),
                                   pd.read_parquet(d / "out2" / "forecasts.parquet"))
 

@@ -9,7 +9,7 @@ from optimizer.hindsight import LOOKAHEAD_HINDSIGHT, hindsight_best, hindsight_p
 from optimizer.peers import replay_peers
 from optimizer.prices import GpuPrice
 from optimizer.replay import ReplayInput
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 from optimizer.tuning import PolicyReplay
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)

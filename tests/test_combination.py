@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting import calibration, combination
+from forecasting import combination, conformal
 from forecasting.backtest import summarise
 from forecasting.combination import hedge_weights
 from forecasting.types import QCOLS, sanitise_quantiles
@@ -127,7 +127,7 @@ def test_online_combination_and_calibration_never_look_ahead():
         frames = {"naive": rolling(series, naive, name="naive"),
                   "seasonal_naive": rolling(series, seasonal, name="seasonal_naive")}
         c, _ = combination.combine_online(frames, series, "s")
-        return c, calibration.calibrate_online(c, series)
+        return c, conformal.calibrate_online(c, series)
 
     c1, k1 = run(a)
     c2, k2 = run(a2)
@@ -153,7 +153,7 @@ def test_conformal_calibration_reaches_nominal_coverage_out_of_sample_and_keeps_
 
     f = rolling(a, overconfident, every="1h", lead_steps=12)
     raw_cov = float((a.reindex(pd.DatetimeIndex(f["timestamp"])).to_numpy() <= f["p95"].to_numpy()).mean())
-    cal = calibration.calibrate_online(f, a)
+    cal = conformal.calibrate_online(f, a)
     later = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("15D")]
     yy = a.reindex(pd.DatetimeIndex(later["timestamp"])).to_numpy()
     cov = float((yy <= later["p95"].to_numpy()).mean())
@@ -161,7 +161,7 @@ def test_conformal_calibration_reaches_nominal_coverage_out_of_sample_and_keeps_
     assert 0.92 <= cov <= 0.98, cov
     np.testing.assert_array_equal(cal["p50"].to_numpy(), f["p50"].to_numpy())
     # the same offsets, learned once, for a plan forecast
-    offs = calibration.learn_calibration(f, a)
+    offs = conformal.learn_calibration(f, a)
     assert set(offs) == {"1h:0min-15min", "1h:15min-30min", "1h:30min-1h"}
     assert all(o[0] == 0.0 and o[2] > 5 for o in offs.values())
 
@@ -175,7 +175,7 @@ def test_a_too_good_narrow_forecast_is_narrowed_back():
         return np.tile([50.0, 80.0, 90.0, 100.0], (k, 1))
 
     f = rolling(a, too_wide, every="1h", lead_steps=12)
-    cal = calibration.calibrate_online(f, a)
+    cal = conformal.calibrate_online(f, a)
     late = cal[cal["issued_at"] >= a.index[0] + pd.Timedelta("16D")]
     assert late["p95"].max() < 60
 
@@ -222,12 +222,12 @@ def test_adaptive_level_recovers_coverage_after_the_noise_grows():
         late = cal[(cal["issued_at"] >= shift + pd.Timedelta("2D")) & (cal["issued_at"] < shift + pd.Timedelta("7D"))]
         return float((a.reindex(pd.DatetimeIndex(late["timestamp"])).to_numpy() <= late["p95"].to_numpy()).mean())
 
-    plain = cov_after(calibration.calibrate_online(f, a, gamma=0.0, borrow=None))
-    adaptive = cov_after(calibration.calibrate_online(f, a, borrow=None))
+    plain = cov_after(conformal.calibrate_online(f, a, gamma=0.0, borrow=None))
+    adaptive = cov_after(conformal.calibrate_online(f, a, borrow=None))
     assert plain < 0.9
     assert adaptive > plain + 0.03
     # the first bucket's recent errors, scaled by lead time, reach the longer buckets sooner
-    borrowed = cov_after(calibration.calibrate_online(f, a, gamma=0.0))
+    borrowed = cov_after(conformal.calibrate_online(f, a, gamma=0.0))
     assert borrowed > plain + 0.01
 
 
@@ -236,8 +236,8 @@ def test_short_lead_errors_are_scaled_by_the_square_root_of_the_lead_ratio():
 
     label = [b[0] for b in BUCKETS]
     first, last = label.index("7d:1D-2D"), label.index("7d:5D-7D")
-    assert calibration.first_in_band(last) == first and calibration.first_in_band(first) == first
-    assert calibration.lead_scale(last, first) == pytest.approx(np.sqrt(6 / 1.5))
+    assert conformal.first_in_band(last) == first and conformal.first_in_band(first) == first
+    assert conformal.lead_scale(last, first) == pytest.approx(np.sqrt(6 / 1.5))
 
 
 def test_a_member_missing_from_the_plan_is_dropped_and_the_weights_renormalised():
@@ -311,8 +311,8 @@ def test_the_adaptive_level_stops_at_its_floor_after_a_run_of_misses():
 
     f = rolling(a, flat, every="1h", lead_steps=12)
     free, floored = {}, {}
-    calibration.calibrate_online(f, a, gamma=0.05, borrow=None, floor=None, levels_out=free)
-    calibration.calibrate_online(f, a, gamma=0.05, borrow=None, floor=0.2, levels_out=floored)
+    conformal.calibrate_online(f, a, gamma=0.05, borrow=None, floor=None, levels_out=free)
+    conformal.calibrate_online(f, a, gamma=0.05, borrow=None, floor=0.2, levels_out=floored)
     p95 = QCOLS.index("p95")
     assert max(v[p95] for v in free.values()) > 1.0
     assert max(v[p95] for v in floored.values()) == pytest.approx(1 - 0.2 * 0.05)

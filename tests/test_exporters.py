@@ -19,7 +19,7 @@ from optimizer.exporters.base import Doc
 from optimizer.exporters.keda import cron_window
 from optimizer.exporters.lint import lint, lint_object
 from optimizer.exporters.names import assign_names, is_label, k8s_name, sanitise
-from optimizer.exporters.policy import read_policy
+from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.validate import default_schemas_dir, validate_dir, validate_object
 from optimizer.policy import Metrics, SeriesPlan
 

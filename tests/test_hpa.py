@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from optimizer.hpa import DEFAULT_SCALE_UP, HPA, ScalingPolicy, ScalingRules
+from optimizer.hpa_controller import DEFAULT_SCALE_UP, HPA, ScalingPolicy, ScalingRules
 
 NO_WINDOW_DOWN = ScalingRules(0, (ScalingPolicy("Percent", 100, 15),), "Max")
 

@@ -11,7 +11,7 @@ from skopt.space import Categorical, Real
 from optimizer.intermittent import ADI_CUTOFF, average_demand_interval, intermittent_space, is_intermittent
 from optimizer.policy import Metrics
 from optimizer.search import Space, grid_scan
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 from optimizer.tuning import SearchTask, search_one
 from tests.test_replay import _flat, inp
 

@@ -169,7 +169,7 @@ def test_target_is_level_plus_quantile_of_the_peak_over_the_steps_still_to_decid
 
 
 def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
-    from optimizer.settings import SearchSettings
+    from optimizer.search_settings import SearchSettings
     from optimizer.tuning import PolicyReplay
 
     pr = PolicyReplay("inference", SearchSettings())
@@ -187,7 +187,7 @@ def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
 
 def test_a_short_window_says_when_it_overrides_the_configured_family():
     """Tester finding (session 8): ``inference_bounds: {family: [lookahead]}`` became HPA with only the generic note."""
-    from optimizer.settings import SearchSettings
+    from optimizer.search_settings import SearchSettings
     from optimizer.tuning import SearchTask, tune_policy
 
     def notes(family):

@@ -297,7 +297,7 @@ def test_daily_coverage_objective_punishes_misses_bunched_on_one_day():
 
 
 def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
-    from optimizer.settings import SearchSettings
+    from optimizer.search_settings import SearchSettings
     from optimizer.tuning import SearchTask, search_one
 
     def zero_inp(demand):
@@ -359,7 +359,7 @@ def test_daily_regret_score_weighs_each_day_against_its_own_limit():
 
 
 def test_selection_score_setting_reaches_the_search():
-    from optimizer.settings import SearchSettings
+    from optimizer.search_settings import SearchSettings
     from optimizer.search import objective_value
     from optimizer.tuning import SearchTask, search_one, selection_score
 

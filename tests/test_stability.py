@@ -12,7 +12,7 @@ from forecasting.regularise import regularise, to_hourly
 from forecasting.types import QCOLS, SeriesMeta
 from optimizer.inputs import replay_input
 from optimizer.prices import default_price_book
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 from optimizer.tuning import SearchTask, search_one
 
 SERIES = ["train/vc6YE", "train/vcMod", "train/vcJLV"]  # forecasts for all three (one fleet)

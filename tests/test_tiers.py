@@ -264,7 +264,7 @@ def test_save_load_round_trip(tier, tmp_path):
 @pytest.mark.parametrize("tier", ["daily", "weekly"])
 def test_fit_final_reuses_fresh_models_and_refits_broken_ones(tier, tmp_path):
     from forecasting.registry import ModelRegistry
-    from forecasting.reuse import fit_final
+    from forecasting.registry_fit import fit_final
 
     h = _hourly_data()
     opts = LSTM_OPTS if tier == "daily" else {"uncertainty_samples": 40}

@@ -89,7 +89,7 @@ def register(app: typer.Typer) -> None:
 
         from capplan.config import load_config
         from optimizer.exporters import ExportValidationError, render_all, write_all
-        from optimizer.exporters.policy import read_policy
+        from optimizer.exporters.dispatcher_policy import read_policy
         from optimizer.exporters.problem import yaml_problem
 
         cfg = load_config(config)

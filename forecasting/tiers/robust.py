@@ -27,7 +27,7 @@ Point forecasts at an origin with history ``y[..T]`` (5-minute grid, GPUs or rep
 Quantiles: the point plus the empirical quantiles of the change over ``h``
 steps in the history (:func:`forecasting.tiers.naive.naive_quantiles`'s
 spread around the last value). The combination's bands are re-centred by the
-calibration (:mod:`forecasting.calibration`), so these matter only before it
+calibration (:mod:`forecasting.conformal`), so these matter only before it
 has errors to work with.
 
 Choices. Candidates (medians of the last 6 h, 1, 3 and 7 days; the 7-day

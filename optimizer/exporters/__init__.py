@@ -3,8 +3,8 @@
 One module per target, each registered by name in :data:`WRITERS`
 (:func:`optimizer.exporters.base.register`):
 
-* ``policy`` (:mod:`.policy`) — ``policy.yaml``, the DispatcherPolicy;
-* ``crd`` (:mod:`.policy`, :mod:`.crd`) — its CustomResourceDefinition;
+* ``policy`` (:mod:`.dispatcher_policy`) — ``policy.yaml``, the DispatcherPolicy;
+* ``crd`` (:mod:`.dispatcher_policy`, :mod:`.crd`) — its CustomResourceDefinition;
 * ``keda`` (:mod:`.keda`) — ScaledObject + TriggerAuthentication;
 * ``hpa`` (:mod:`.hpa`) — ``autoscaling/v2`` HPA on an External DCGM metric;
 * ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
@@ -38,12 +38,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizer.exporters import adapter, crd, hpa, keda, policy, priorityclass, volcano  # noqa: F401  (registration)
+from optimizer.exporters import adapter, crd, dispatcher_policy, hpa, keda, priorityclass, volcano  # noqa: F401  (registration)
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.kustomization import PATH as kustomization_path
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
-from optimizer.exporters.policy import human
+from optimizer.exporters.policy_fields import human
 from optimizer.exporters.settings import ExportSettings, coerce
 from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
 from optimizer.policy import SeriesPlan
@@ -51,7 +51,7 @@ from optimizer.policy import SeriesPlan
 ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
 OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
 MANAGED_BY = "app.kubernetes.io/managed-by: capplan"  # the label on every object capplan writes but these:
-FIXED = (policy.PATH, f"crds/{crd.CRD_FILE}", kustomization_path, adapter.PATH)  # files whose path is capplan's
+FIXED = (dispatcher_policy.PATH, f"crds/{crd.CRD_FILE}", kustomization_path, adapter.PATH)  # files whose path is capplan's
 
 
 def is_own_file(root: Path, rel: str) -> bool:
@@ -97,8 +97,6 @@ def export_warnings(plans: list[SeriesPlan], settings=None) -> dict[str, list[st
     """``series_id -> messages`` (each starting ``export:``) about what a user must act on
     before applying the manifests: a placeholder Prometheus address, an idle pool's
     non-zero cap, a plan above the quota. The pipeline puts them in the report's warnings."""
-    from optimizer.exporters import keda, volcano
-
     s = coerce(settings)
     ctx = Context.build(plans, s)
     out: dict[str, list[str]] = {}

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import yaml
 
+from optimizer.exporters.schemas import default_schemas_dir
+
 GROUP = "capplan.io"
 KIND = "DispatcherPolicy"
 PLURAL = "dispatcherpolicies"
@@ -118,6 +120,4 @@ def crd_text(schemas_dir: str | Path) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from optimizer.exporters.validate import default_schemas_dir
-
     print(crd_text(default_schemas_dir()), end="")

@@ -33,17 +33,15 @@ write -> read gives the same values up to that rounding.
 from __future__ import annotations
 
 import json
-import math
-import re
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
 from optimizer.exporters import crd
 from optimizer.exporters.base import Context, Doc, register
-from optimizer.exporters.validate import default_schemas_dir
-from optimizer.policy import InferenceParams, Metrics, SeriesPlan
+from optimizer.exporters.policy_fields import camel_dict, human, param_problems, snake_dict
+from optimizer.exporters.schemas import default_schemas_dir
+from optimizer.policy import Metrics, SeriesPlan
 
 API_VERSION = "capplan.io/v1alpha1"
 KIND = "DispatcherPolicy"
@@ -55,43 +53,6 @@ _TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGp
                "last_peak_gpus": "lastPeakGpus"}
 _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization",
              "fallback_replicas": "fallbackReplicas"}
-SIGNIFICANT = 4  # digits a human reads in policy.yaml; USD keep cents
-
-
-def human(x):
-    """``x`` rounded for reading: floats to 4 significant digits (at least 2 decimals, so
-    USD keep their cents: ``0.7897946257902195`` -> ``0.7898``, ``17797.260000000002`` ->
-    ``17797.26``); dicts and lists recursed; other values unchanged."""
-    if isinstance(x, dict):
-        return {k: human(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [human(v) for v in x]
-    if isinstance(x, float) and math.isfinite(x):
-        if x == int(x):
-            return x
-        digits = max(SIGNIFICANT - 1 - int(math.floor(math.log10(abs(x)))), 2)
-        return round(x, digits)
-    return x
-
-
-def camel(key: str) -> str:
-    """``scale_up_window_s`` -> ``scaleUpWindowS``."""
-    head, *rest = key.split("_")
-    return head + "".join(w[:1].upper() + w[1:] for w in rest)
-
-
-def snake(key: str) -> str:
-    """Inverse of :func:`camel` for keys made of lower-case words and digits."""
-    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
-
-
-def _camel_dict(d: dict) -> dict:
-    return {camel(k): v for k, v in d.items()}
-
-
-def _snake_dict(d: dict) -> dict:
-    return {snake(k): v for k, v in d.items()}
-
 
 def series_entry(p: SeriesPlan, name: str) -> dict:
     pl = dict(p.plan)
@@ -114,9 +75,9 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
         e["baselineLevels"] = pl.pop("baseline")
     if pl:
         e["planExtra"] = pl
-    e["params"] = _camel_dict(p.params)
-    e["expected"] = {"recommended": _camel_dict(p.recommended.model_dump()),
-                     "baseline": _camel_dict(p.baseline.model_dump())}
+    e["params"] = camel_dict(p.params)
+    e["expected"] = {"recommended": camel_dict(p.recommended.model_dump()),
+                     "baseline": camel_dict(p.baseline.model_dump())}
     e["fallbacks"] = list(p.fallbacks)
     return human(e)
 
@@ -144,48 +105,13 @@ def write_crd(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
                        "kubectl apply -f crds/ once, then kubectl apply -f policy.yaml")]
 
 
-def param_problems(entry: dict) -> list[tuple[str, str]]:
-    """``(path, rule)`` for each reason the ``params`` of one ``spec.series`` entry of a
-    DispatcherPolicy cannot drive its autoscaler (``path`` relative to the entry, e.g.
-    ``params.minReplicas``): an inference entry's params must be an
-    :class:`optimizer.policy.InferenceParams` (what the KEDA/HPA writers render), with
-    ``minReplicas`` not above ``maxReplicas`` (Kubernetes' HPA rule), and its ``scaling``
-    replica bounds and target must agree with ``params``, which the writers render (a hand
-    edit of ``scaling`` alone would change nothing). The rule is pydantic's message or
-    capplan's; a value is never repeated (a hand-edited file may hold anything).
-    Training params only record the search's choice (the Volcano queue reads the capacity), so
-    they are not checked."""
-    if not isinstance(entry, dict) or entry.get("kind") != "inference":
-        return []
-    params = entry.get("params", {})
-    if not isinstance(params, dict):
-        return [("params", "must be a mapping")]
-    try:
-        p = InferenceParams.model_validate(_snake_dict(params))
-    except ValidationError as exc:
-        return [("params." + ".".join(camel(str(x)) for x in e["loc"]) if e["loc"] else "params", e["msg"])
-                for e in exc.errors()]
-    out = []
-    if p.min_replicas > p.max_replicas:
-        out.append(("params.minReplicas", "must not exceed params.maxReplicas"))
-    sc = entry.get("scaling", {})
-    for key, snake in (("minReplicas", "min_replicas"), ("maxReplicas", "max_replicas"),
-                       ("targetUtilization", "target_utilization")):
-        v = sc.get(key) if isinstance(sc, dict) else None
-        if v is not None and not (isinstance(v, (int, float)) and math.isclose(v, human(getattr(p, snake)),
-                                                                                 rel_tol=1e-3)):
-            out.append((f"scaling.{key}", f"disagrees with params.{key}, which the manifests are rendered from: "
-                                          "edit params (and scaling to match)"))
-    return out
-
-
 def plans_from_policy(obj: dict) -> list[SeriesPlan]:
     """Rebuild :class:`SeriesPlan` objects from a parsed DispatcherPolicy.
 
     Raises
     ------
     ValueError: not a DispatcherPolicy of this apiVersion, or an inference entry whose
-    ``params`` its autoscaler cannot take (:func:`param_problems`; the entry and the field named).
+    ``params`` its autoscaler cannot take (:func:`optimizer.exporters.policy_fields.param_problems`; the entry and the field named).
     """
     if not isinstance(obj, dict) or obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
         raise ValueError(f"not a {API_VERSION} {KIND}")
@@ -218,9 +144,9 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
         plan.update(e.get("planExtra", {}))
         out.append(SeriesPlan(
             series_id=e["seriesId"], kind=e["kind"], unit=e["unit"], gpu_model=e.get("gpuModel", "default"),
-            timezone=e.get("timezone", "UTC"), params=_snake_dict(e.get("params", {})), plan=plan,
-            recommended=Metrics(**_snake_dict(e["expected"]["recommended"])),
-            baseline=Metrics(**_snake_dict(e["expected"]["baseline"])),
+            timezone=e.get("timezone", "UTC"), params=snake_dict(e.get("params", {})), plan=plan,
+            recommended=Metrics(**snake_dict(e["expected"]["recommended"])),
+            baseline=Metrics(**snake_dict(e["expected"]["baseline"])),
             forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
     return out
 

@@ -29,6 +29,7 @@ import yaml
 
 from optimizer.exporters.lint import lint
 from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem, yaml_problem
+from optimizer.exporters.schemas import default_schemas_dir  # noqa: F401  (re-exported: part of this module's API)
 
 SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
@@ -64,17 +65,6 @@ ADAPTER_SCHEMA = {
             "metricsQuery": {"type": "string", "pattern": "<<\\.Series>>"},
         }}}},
 }
-
-
-def default_schemas_dir() -> Path:
-    """The schema folder: ``capplan/_schemas`` in an installed wheel (a sibling
-    package of ``optimizer``), else ``schemas/`` of the checkout. Located from
-    this file's path, so ``optimizer`` never imports ``capplan``."""
-    root = Path(__file__).resolve().parents[2]
-    packaged = root / "capplan" / "_schemas"
-    if packaged.is_dir():
-        return packaged
-    return root / "schemas"
 
 
 def json_path(parts) -> str:
