@@ -44,7 +44,7 @@ the same errors (Prometheus docs, "Subquery", ``quantile_over_time``, ``max_over
 ``avg_over_time``, ``offset``), with ``threshold`` = 100 x GPUs per replica (percent points of
 ``DCGM_FI_DEV_GPU_UTIL`` that one replica serves at 100 %).
 
-Registered in :data:`optimizer.replay.INFERENCE_FAMILIES` as ``lookahead``.
+Listed in :data:`optimizer.replay.INFERENCE_FAMILIES` as ``lookahead``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from optimizer.policy import InferenceParams, Metrics
-from optimizer.replay import ReplayInput, hpa_from_params, observed_demand, register_family, run_controller
+from optimizer.replay_core import ReplayInput, hpa_from_params, observed_demand, run_controller
 
 ERROR_WINDOW = pd.Timedelta("7D")
 
@@ -100,7 +100,6 @@ def lookahead_target(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
     return np.where(j >= 0, target[np.clip(j, 0, None)], 0.0)
 
 
-@register_family("lookahead")
 def replay_lookahead(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
                      metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
     """Replay the ``lookahead`` family (module docstring) on the timeline of :mod:`optimizer.replay`:
