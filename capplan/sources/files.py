@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from capplan.errors import InputError, looks_like_name
-from capplan.sources import LoadedHistory, register
+from capplan.sources.history import LoadedHistory
 from forecasting.types import SeriesMeta
 
 REQUIRED = ("timestamp", "series_id", "value")
@@ -210,13 +210,11 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     return LoadedHistory(frame, meta, notes, label=f"{p}", rows=pd.Series(np.arange(len(frame)) + 2, index=frame.index))
 
 
-@register("csv")
 def load_csv(arg: str, *, timezone: str = "UTC", **_) -> LoadedHistory:
     p, df = _read("csv", arg)
     return _finish(p, df, timezone)
 
 
-@register("parquet")
 def load_parquet(arg: str, *, timezone: str = "UTC", **_) -> LoadedHistory:
     p, df = _read("parquet", arg)
     return _finish(p, df, timezone)

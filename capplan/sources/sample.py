@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from capplan.sources import LoadedHistory, register
+from capplan.sources.history import LoadedHistory
 from forecasting.types import SeriesMeta
 
 
@@ -20,7 +20,6 @@ def sample_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "sample"
 
 
-@register("sample")
 def load_sample(arg: str = "", **_) -> LoadedHistory:
     """Load ``history.parquet`` and ``series.json`` of the embedded sample."""
     d = sample_dir()

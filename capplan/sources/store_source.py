@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from capplan.errors import InputError
-from capplan.sources import LoadedHistory, register
+from capplan.sources.history import LoadedHistory
 from capplan.store import Store
 
 
-@register("store")
 def load_store(arg: str = "", *, config=None, **_) -> LoadedHistory:
     """``store`` or ``store:PATH``: every series in the store (config's ``store`` by default)."""
     root = arg or (config.store if config is not None else ".capplan/store")
