@@ -12,7 +12,7 @@ import os
 
 from airflow.sdk import Asset, dag, task
 
-from capplan.airflow_jobs import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
+from capplan.airflow_keys import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TAGS = ["capplan"]

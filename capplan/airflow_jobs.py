@@ -1,6 +1,6 @@
 """The functions scheduled jobs (the Airflow DAGs in ``airflow_dags/``) call.
 
-Each function is thin: it reads ``capplan.yaml``, calls the stage functions of
+Each function is thin: it reads ``capplan.yaml``, runs the stage list of
 :mod:`capplan.pipeline` and writes its outputs under the store, keyed by the
 run's *logical date* and replaced atomically, so a rerun for the same logical
 date replaces the same files and leaves one single set of outputs.
@@ -14,8 +14,8 @@ the per-tier forecast files are described in :mod:`capplan.store`)::
                                                   forecasts.parquet, report.json ...), swapped in whole
     runs/airflow-<ld>-s<seed>/                    the same folder as a store run (LATEST points to it)
 
-Importing this module is cheap (standard library only): pandas, TensorFlow and
-Prophet load inside the functions, so DAG files may import it at parse time.
+DAG files import :mod:`capplan.airflow_keys` at parse time (standard library only) and this
+module inside their tasks.
 """
 
 from __future__ import annotations
@@ -24,61 +24,35 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-CONFIG_ENV = "CAPPLAN_CONFIG"
-CONFIG_VARIABLE = "capplan_config"
-PROMETHEUS_CONN_ID = "capplan_prometheus"
-PLAN_TIERS = ("hourly", "daily", "weekly")
+import pandas as pd
+
+from capplan import atomic, jsonout, pipeline
+from capplan.airflow_keys import (CONFIG_ENV, CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID,  # noqa: F401  (re-exported)
+                                  JobError, ld_key, resolve_config_path)
+from capplan.cache import prune
+from capplan.config import BasicAuth, PrometheusConfig, load_config
+from capplan.errors import InputError
+from capplan.report import RunInfo, versions
+from capplan.sources import LoadedHistory, load_source
+from capplan.sources import prometheus as prom
+from capplan.stages.forecast import tier_forecasts
+from capplan.stages.load import prepare
+from capplan.state import Ledger, PlanState, TierResult
+from capplan.store import Store
+from capplan.validation import validate_folder
+from forecasting.types import SeriesMeta
+
 # the env variables a Prometheus Connection's secrets are handed over in (process-local)
 _PROM_TOKEN_ENV = "CAPPLAN_PROMETHEUS_TOKEN"
 _PROM_PASSWORD_ENV = "CAPPLAN_PROMETHEUS_PASSWORD"
 
 
-class JobError(RuntimeError):
-    """A job cannot run (bad setup, missing inputs); the message says what to do."""
-
-
-# -- keys and config ------------------------------------------------------------
-def ld_key(logical_date: Any) -> str:
-    """Folder-safe key of a logical date: UTC, ``YYYYMMDDTHHMMSSZ``.
-
-    Accepts a datetime (naive is taken as UTC) or an ISO string.
-    """
-    if isinstance(logical_date, str):
-        logical_date = dt.datetime.fromisoformat(logical_date.replace("Z", "+00:00"))
-    if not isinstance(logical_date, dt.datetime):
-        raise JobError(f"logical date {logical_date!r}: not a datetime")
-    if logical_date.tzinfo is None:
-        logical_date = logical_date.replace(tzinfo=dt.timezone.utc)
-    return logical_date.astimezone(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-
-
-def resolve_config_path(variable_value: str | None = None) -> Path:
-    """The path of ``capplan.yaml``: the Airflow Variable's value if given, else
-    the env variable ``CAPPLAN_CONFIG``.
-
-    Raises JobError when neither is set or the file does not exist.
-    """
-    raw = variable_value or os.environ.get(CONFIG_ENV)
-    if not raw:
-        raise JobError(f"no capplan config: set the Airflow Variable {CONFIG_VARIABLE!r} or the env variable "
-                       f"{CONFIG_ENV} to the path of capplan.yaml")
-    p = Path(raw).expanduser()
-    if not p.is_file():
-        raise JobError(f"capplan config {p}: file not found (from Variable {CONFIG_VARIABLE!r} or {CONFIG_ENV})")
-    return p
-
-
 def _cfg(config_path):
-    from capplan.config import load_config
-
     return load_config(config_path)
 
 
 def _store(cfg):
-    from capplan.store import Store
-
     return Store(cfg.store)
 
 
@@ -90,8 +64,6 @@ def series_ids(config_path) -> list[str]:
         return [s.id for s in cfg.series]
     if cfg.prometheus is not None:
         raise JobError("config has a prometheus section but no series")
-    from capplan.sources import load_source
-
     return sorted(load_source("sample").meta)
 
 
@@ -106,8 +78,6 @@ def connection_overrides(cfg, conn: dict | None):
     """
     if not conn:
         return cfg
-    from capplan.config import BasicAuth, PrometheusConfig
-
     extra = conn.get("extra") or {}
     if isinstance(extra, str):
         extra = json.loads(extra) if extra.strip() else {}
@@ -145,8 +115,6 @@ def ingest_one(cfg, series_id: str, store) -> dict:
 
     Raises JobError when the pull failed (so that Airflow retries the task).
     """
-    from capplan.sources import prometheus as prom  # lazy: no network libraries at DAG import
-
     (res,) = prom.ingest(cfg, store, series_ids=[series_id])
     if res.status == "failed":
         raise JobError(f"ingest {series_id}: {res.error}")
@@ -167,10 +135,6 @@ def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict
     cfg = connection_overrides(_cfg(config_path), conn)
     store = _store(cfg)
     if cfg.prometheus is None:
-        from capplan.errors import InputError
-        from capplan.sources import load_source
-        from forecasting.types import SeriesMeta
-
         loaded = load_source("sample")
         f = loaded.frame[loaded.frame["series_id"] == series_id]
         if f.empty:
@@ -187,8 +151,6 @@ def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict
 
 def record_ingest(config_path, logical_date, results: list[dict] | None, expected: list[str]) -> dict:
     """Write ``ingest/<ld>.json``: which series were refreshed and which failed."""
-    from capplan import atomic, jsonout
-
     cfg = _cfg(config_path)
     ok = sorted({r["series_id"] for r in (results or []) if r})
     doc = {"logical_date": ld_key(logical_date), "ok": ok, "missing": sorted(set(expected) - set(ok)),
@@ -199,16 +161,11 @@ def record_ingest(config_path, logical_date, results: list[dict] | None, expecte
 
 # -- forecasts ------------------------------------------------------------------------
 def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: int = 0) -> dict:
-    """Fit one tier on one stored series (:func:`capplan.tasks.tier_forecasts`) and
+    """Fit one tier on one stored series (:func:`capplan.stages.forecast.tier_forecasts`) and
     write its forecasts for ``logical_date`` (:meth:`capplan.store.Store.write_tier_forecast`).
 
     Raises InputError when the series is not in the store (its ingest failed).
     """
-    from capplan import pipeline as pl
-    from capplan.errors import InputError
-    from capplan.report import versions
-    from capplan.sources import LoadedHistory
-
     if tier not in PLAN_TIERS:
         raise JobError(f"tier {tier!r}: not one of {PLAN_TIERS}")
     cfg = _cfg(config_path)
@@ -220,15 +177,16 @@ def forecast_series(config_path, tier: str, series_id: str, logical_date, seed: 
     if frame.empty:
         raise InputError(f"series {series_id!r}: empty history in {store.history_dir}")
     loaded = LoadedHistory(frame, {series_id: meta}, [], label=f"store:{store.root}")
-    prep = pl.regularise_stage(loaded, cfg)
-    r = pl.tier_forecasts(prep, cfg, tier, seed, cache_root=str(store.root))  # unchanged refit blocks reused
+    ledger = Ledger()
+    prep = prepare(loaded, cfg, ledger)
+    r = tier_forecasts(prep, cfg, tier, seed, cache_root=str(store.root))  # unchanged refit blocks reused
     h = prep.h5["timestamp"]
     doc = {"series_id": series_id, "tier": tier, "logical_date": ld_key(logical_date), "seed": seed,
            "issued_at": r.final["issued_at"].max().isoformat() if len(r.final) else None,
            "data_range": [h.min().isoformat(), h.max().isoformat()], "rows": int(len(r.final)),
            "backtest_rows": int(len(r.rolling)),
-           "fallbacks": r.fallbacks.get(series_id, []) + prep.notes.get(series_id, []),
-           "warnings": r.warnings.get(series_id, [])[:10], "versions": versions()}
+           "fallbacks": r.fallbacks.get(series_id, []) + ledger.notes(series_id),
+           "warnings": r.warnings.get(series_id, []), "versions": versions()}
     store.write_tier_forecast(tier, ld_key(logical_date), series_id, r.rolling, r.final, doc)
     return {"series_id": series_id, "tier": tier, "rows": doc["rows"], "issued_at": doc["issued_at"]}
 
@@ -243,13 +201,9 @@ def record_forecasts(config_path, tier: str, logical_date, results: list[dict] |
     return _store(_cfg(config_path)).record_forecasts(tier, ld_key(logical_date), ok, expected)
 
 
-def stored_tier_results(store, prep, latest: dict[str, tuple[str, dict]], series: list[str]) -> dict:
+def stored_tier_results(store, ledger, latest: dict[str, tuple[str, dict]], series: list[str]) -> dict:
     """Each tier's forecasts of ``series`` from its latest stored run, as
-    :class:`capplan.containers.TierResult` (fallbacks already in ``prep.notes`` dropped)."""
-    import pandas as pd
-
-    from capplan.containers import TierResult
-
+    :class:`capplan.state.TierResult` (fallbacks already in the ``ledger``'s notes dropped)."""
     out = {}
     for tier in PLAN_TIERS:
         rolling, finals, fallbacks, warnings = [], [], {}, {}
@@ -257,7 +211,7 @@ def stored_tier_results(store, prep, latest: dict[str, tuple[str, dict]], series
             r, f, doc = store.read_tier_forecast(tier, latest[tier][0], s)
             rolling.append(r)
             finals.append(f)
-            fb = [m for m in dict.fromkeys(doc.get("fallbacks", [])) if m not in prep.notes.get(s, [])]
+            fb = [m for m in dict.fromkeys(doc.get("fallbacks", [])) if m not in ledger.notes(s)]
             if fb:
                 fallbacks[s] = fb
             warnings[s] = list(doc.get("warnings", []))
@@ -270,8 +224,9 @@ def stored_tier_results(store, prep, latest: dict[str, tuple[str, dict]], series
 def plan(config_path, logical_date, seed: int = 0) -> dict:
     """Combine each tier's latest forecasts, search policies, write and check
     manifests: the output folder ``<store>/plans/<ld>/`` (swapped in whole) and
-    the store run ``airflow-<ld>-s<seed>`` (marked LATEST). The stages after the
-    forecasts are :func:`capplan.pipeline.plan_from_forecasts`, as in ``capplan plan``.
+    the store run ``airflow-<ld>-s<seed>`` (marked LATEST). The stages are
+    :data:`capplan.pipeline.PLAN`, as in ``capplan plan``, with the tiers' forecasts taken
+    from their stored runs (:func:`stored_tier_results`).
 
     Rolling-origin blocks and searches whose inputs did not change since an
     earlier run are taken from the store's cache (:mod:`capplan.cache`; the
@@ -287,12 +242,6 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     Raises JobError when a tier has never run, no series is left to plan, or
     the manifests fail their checks (the store run is then not replaced).
     """
-    import time
-
-    from capplan import pipeline as pl
-    from capplan.executor import make_executor
-    from capplan.report import RunInfo, versions
-
     cfg = _cfg(config_path)
     store = _store(cfg)
     key = ld_key(logical_date)
@@ -310,27 +259,20 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
         raise JobError(f"nothing to plan: every series is missing: {missing}")
 
     t0 = dt.datetime.now(dt.timezone.utc)
-    c0 = time.perf_counter()
-    loaded = pl.load_stage("store", cfg, todo)
-    prep = pl.regularise_stage(loaded, cfg)
     run_id = f"airflow-{key}-s{seed}"
     out = store.root / "plans" / key
-    with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
-        # the benchmarks are cheap: computed here, then combined exactly as `capplan plan` does
-        prep, fc = pl.forecast_stage(prep, cfg, seed, done=stored_tier_results(store, prep, latest, todo), executor=ex,
-                                     cache_root=str(store.root))
-        run = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
-                      duration_s=round(time.perf_counter() - c0, 3),
-                      forecast_runs={t: latest[t][0] for t in PLAN_TIERS}, versions=versions(),
-                      coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, executor=ex.name)
-        report = pl.plan_from_forecasts(prep, fc, cfg, run, out, missing=missing, executor=ex,
-                                        cache_root=str(store.root))
+    run_info = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
+                       forecast_runs={t: latest[t][0] for t in PLAN_TIERS}, versions=versions(),
+                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
+    # the tiers come from their forecast jobs; the benchmarks are cheap: computed here, then combined
+    # exactly as `capplan plan` does
+    state = PlanState(cfg, "store", todo, seed, cache_root=str(store.root), out=out, run=run_info, missing=missing,
+                      stored=lambda st: stored_tier_results(store, st.ledger, latest, todo))
+    report = pipeline.run(pipeline.PLAN, state).report
     problems = check_manifests(out, cfg.export)
     if problems:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     store.save_run(out, run_id)
-    from capplan.cache import prune
-
     prune(store.root)
     return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
             "failed": {s: f.error for s, f in report.failed.items()}, "files": report.run.files}
@@ -355,8 +297,6 @@ def check_manifests(out: Path, settings=None) -> list[str]:
     (``file: path: [rule] message``), from :func:`capplan.validation.validate_folder`
     (the same checks as ``capplan export --validate``); ``settings`` is the
     config's ``export:`` section."""
-    from capplan.validation import validate_folder
-
     if not Path(out).is_dir():
         return []
     return [str(p) for p in validate_folder(out, settings)]

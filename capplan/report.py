@@ -21,10 +21,15 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from capplan import jsonout
-from capplan.summary import FleetSummary
+from capplan.errors import InputError
+from capplan.summary import FleetSummary, ordered
+from forecasting.registry import library_versions
+from forecasting.types import STEP
+from optimizer.oracle import regret
+from optimizer.tuning import policy_warnings
 
 VERSIONED_LIBS = ("capplan", "pandas", "numpy", "statsmodels", "prophet", "tensorflow-cpu", "keras",
                   "scikit-optimize", "pyarrow")
@@ -52,8 +57,6 @@ class PolicyMetrics(_Model):
         against ``oracle_cost_usd`` when given (:func:`optimizer.oracle.regret`)."""
         if m is None:
             return None
-        from optimizer.oracle import regret
-
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
                    scale_events=m.scale_events, p95_utilization=m.p95_utilization,
                    regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
@@ -183,8 +186,6 @@ class SeriesReport(_Model):
         (when the run had one), ``searched`` (when a baseline or peer was recommended
         instead) and every peer (``reactive``, ``naive_conformal``, ...). What the CLI
         table and csv show, one row per entry."""
-        from capplan.summary import ordered
-
         pols: dict[str, PolicyMetrics] = {"recommended": self.recommended, "baseline": self.baseline}
         for name in ("random_search", "searched"):
             if getattr(self, name) is not None:
@@ -256,10 +257,6 @@ class Report(_Model):
         JSON or a document of another shape (written by another capplan version, or edited),
         naming the file, the first fields that differ and what to do.
         """
-        from pydantic import ValidationError
-
-        from capplan.errors import InputError
-
         p = Path(path)
         if p.is_dir():
             p = p / "report.json"
@@ -276,19 +273,18 @@ class Report(_Model):
 
 
 def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: list, coverage_target: float,
-                 missing: dict[str, str] | None = None, failed: dict[str, dict] | None = None) -> Report:
+                 ledger, missing: dict[str, str] | None = None) -> Report:
     """Assemble the report from the stages' outputs.
 
-    ``prep`` / ``fc``: :class:`capplan.containers.Prepared` / ``Forecasts``;
-    ``scores``: the backtest stage's ``{series: {model: {band: figures}}}``;
+    ``prep`` / ``fc``: :class:`capplan.state.Prepared` / ``Forecasts``;
+    ``scores``: the score stage's ``{series: {model: {band: figures}}}``;
     ``outcomes``: :class:`optimizer.tuning.SearchOutcome` per series; ``plans``:
     :class:`optimizer.policy.SeriesPlan` list; ``coverage_target``: the
     configured target the policy warnings compare against
-    (:func:`optimizer.tuning.policy_warnings`).
+    (:func:`optimizer.tuning.policy_warnings`); ``ledger``: the run's
+    :class:`capplan.state.Ledger`, the one source of every series' ``fallbacks``,
+    ``warnings`` (after the policy warnings, all of them), ``reused`` and of ``failed``.
     """
-    from forecasting.assemble import STEP
-    from optimizer.tuning import policy_warnings
-
     series = {}
     for pl in plans:
         sid = pl.series_id
@@ -312,14 +308,16 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,
-            fallbacks=pl.fallbacks,
-            warnings=policy_warnings(oc, coverage_target) + fc.warnings.get(sid, [])[:10],
+            fallbacks=ledger.notes(sid),
+            warnings=policy_warnings(oc, coverage_target) + ledger.warnings(sid),
             combination=fc.combination.get(sid, {}),
-            reused=fc.reused.get(sid, {}),
+            reused=ledger.reused(sid),
         )
-    run = run.model_copy(update={"models": fc.models, "reuse": reuse_totals(fc.reused)})
+    failed = ledger.failed
+    counted = {s: ledger.reused(s) for s in ledger.series if failed.get(s, {}).get("stage") not in ("regularise", "forecast")}
+    run = run.model_copy(update={"models": fc.models, "reuse": reuse_totals(counted)})
     return Report(run=run, series=series, missing=missing or {},
-                  failed={s: SeriesFailure(**f) for s, f in (failed or {}).items()})
+                  failed={s: SeriesFailure(**f) for s, f in failed.items()})
 
 
 def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
@@ -340,8 +338,6 @@ def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
 
 def versions() -> dict[str, str]:
     """Versions of the libraries that shape the numbers."""
-    from forecasting.registry import library_versions
-
     return {"python": platform.python_version(), **library_versions(VERSIONED_LIBS)}
 
 

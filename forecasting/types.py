@@ -20,6 +20,12 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+STEP = pd.Timedelta("5min")
+"""The grid every series is regularised to (DESIGN.md: 5-minute history); forecasts and replays use it."""
+STEP_S = int(STEP.total_seconds())
+""":data:`STEP` in seconds (300)."""
+STEPS_PER_DAY = int(pd.Timedelta("1D") / STEP)
+"""5-minute steps per day (288): the daily season, and MASE's seasonal-naive lag."""
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
 QCOLS: tuple[str, ...] = ("p50", "p90", "p95", "p99")
 HISTORY_COLUMNS = ["series_id", "timestamp", "value"]

@@ -7,7 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capplan import pipeline
+from capplan.stages.combine import combine
+from capplan.stages.forecast import forecast
+from capplan.stages.load import prepare
+from capplan.state import PlanState
 from capplan.config import CapplanConfig
 from capplan.sources import LoadedHistory
 from forecasting.types import SeriesMeta
@@ -66,14 +69,16 @@ def awkward():
     cfg.forecast.lstm_epochs = 1
     cfg.forecast.lstm_max_windows = 300
     cfg.forecast.prophet_samples = 50
-    prep = pipeline.regularise_stage(LoadedHistory(frame, meta, []), cfg)
-    prep, fc = pipeline.forecast_stage(prep, cfg, seed=0)
-    return prep, fc
+    state = PlanState(cfg, seed=0)
+    state.prep = prepare(LoadedHistory(frame, meta, []), cfg, state.ledger)
+    forecast(state)
+    combine(state)
+    return state.prep, state.fc, state.ledger
 
 
 @pytest.mark.parametrize("sid", ["dup", "irregular", "nan_run", "flat_tail", "short", "all_zero", "spike", "pool0"])
 def test_forecast_is_finite_non_negative_and_bounded(awkward, sid):
-    prep, fc = awkward
+    prep, fc, ledger = awkward
     f = fc.final[fc.final["series_id"] == sid]
     assert len(f) == 2016
     q = f[["p50", "p90", "p95", "p99"]].to_numpy()
@@ -83,57 +88,57 @@ def test_forecast_is_finite_non_negative_and_bounded(awkward, sid):
 
 
 def test_duplicates_are_aggregated(awkward):
-    prep, _ = awkward
+    prep, _, ledger = awkward
     g = prep.h5[prep.h5["series_id"] == "dup"]
     assert g["timestamp"].is_unique and len(g) == N
     assert prep.report.exact_duplicates > 0 and prep.report.conflicting_duplicates.get("dup", 0) > 0
-    assert any("several different values" in n for n in prep.notes["dup"])
+    assert any("several different values" in n for n in ledger.notes("dup"))
 
 
 def test_irregular_grid_is_regularised(awkward):
-    prep, _ = awkward
+    prep, _, ledger = awkward
     g = prep.h5[prep.h5["series_id"] == "irregular"]
     assert g["timestamp"].diff().dropna().eq(pd.Timedelta("5min")).all()
 
 
 def test_nan_run_stays_missing_and_is_stated(awkward):
-    prep, _ = awkward
+    prep, _, ledger = awkward
     g = prep.h5[prep.h5["series_id"] == "nan_run"]
     assert g["value"].isna().sum() >= 290
-    assert any("missing" in n for n in prep.notes["nan_run"])
+    assert any("missing" in n for n in ledger.notes("nan_run"))
 
 
 def test_cluster_outage_is_not_learned_as_demand(awkward):
-    prep, _ = awkward
+    prep, _, ledger = awkward
     # outages are found on the readings, before short gaps are interpolated (which would invent demand)
     assert prep.report.outage_points == 24
     g = prep.h5[prep.h5["series_id"] == "pool0"]
     assert g["value"].iloc[2000:2024].isna().all() and g["value"].iloc[1990:2000].notna().all()
-    assert all(f"{prep.report.outage_by_series[s]} points of a cluster-wide" in " ".join(prep.notes[s])
+    assert all(f"{prep.report.outage_by_series[s]} points of a cluster-wide" in " ".join(ledger.notes(s))
                for s in ("pool0", "spike"))
-    assert not any("cluster-wide" in n for n in prep.notes["short"])  # the short series ends before it
+    assert not any("cluster-wide" in n for n in ledger.notes("short"))  # the short series ends before it
 
 
 def test_short_series_falls_back_and_says_so(awkward):
-    prep, fc = awkward
-    text = " ".join(fc.fallbacks.get("short", []) + prep.notes["short"])
+    prep, fc, ledger = awkward
+    text = " ".join(ledger.notes("short"))
     assert "daily:" in text and "weekly:" in text and "thirds" in text
 
 
 def test_all_zero_series_forecasts_zero(awkward):
-    _, fc = awkward
+    _, fc, _ = awkward
     f = fc.final[fc.final["series_id"] == "all_zero"]
     assert f["p50"].max() == 0.0
 
 
 def test_single_spike_does_not_dominate(awkward):
-    _, fc = awkward
+    _, fc, _ = awkward
     f = fc.final[fc.final["series_id"] == "spike"]
     assert f["p50"].median() < 30  # the level is 10; one 500-GPU spike is not the new normal
 
 
 def test_constant_pool_is_forecast_as_its_level_by_every_tier(awkward):
-    _, fc = awkward
+    _, fc, _ = awkward
     for tier, f in fc.final_tiers.items():
         g = f[f["series_id"] == "constant16"]
         assert len(g) and np.allclose(g["p50"], 16.0), tier
@@ -143,12 +148,12 @@ def test_constant_pool_is_forecast_as_its_level_by_every_tier(awkward):
 def test_report_says_which_model_made_each_plan_forecast(awkward):
     """A series is listed as fitted/reused by a tier exactly when the tier's plan forecast
     for it did not fall back; every plan fallback is stated."""
-    prep, fc = awkward
+    prep, fc, ledger = awkward
     for tier in ("hourly", "daily", "weekly"):
         log = fc.models[tier]
         modelled = set(log["fitted"]) | set(log["reused"])
         for sid in prep.windows:
-            plan_fb = [m for m in fc.fallbacks.get(sid, []) if m.startswith(f"plan: {tier}:")]
+            plan_fb = [m for m in ledger.notes(sid) if m.startswith(f"plan: {tier}:")]
             assert (sid in modelled) != bool(plan_fb), (tier, sid, plan_fb)
             assert (sid in log["fallback"]) == bool(plan_fb), (tier, sid)
-    assert any("constant" in m for m in fc.fallbacks["constant16"] if m.startswith("plan: daily:"))
+    assert any("constant" in m for m in ledger.notes("constant16") if m.startswith("plan: daily:"))

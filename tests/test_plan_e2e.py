@@ -146,7 +146,7 @@ def test_failed_run_keeps_previous_output(tmp_path, fast_config, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("optimizer.exporters.write_all", boom)
+    monkeypatch.setattr("capplan.stages.export.write_all", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         pipeline.run_plan("sample", cfg, out, series=["infer/azure-llm-conv"], seed=0)
     assert json.loads((out / "report.json").read_text()) == {"good": True}

@@ -74,12 +74,13 @@ def test_a_selection_marks_the_same_cluster_outages_as_the_whole_source():
     """`capplan plan --series X` regularises X exactly as a run of every series does: the cluster-wide
     outage rule reads the source's other series (context), and the global models train on them all."""
     from capplan.config import CapplanConfig
-    from capplan.pipeline import load_stage, regularise_stage
+    from capplan.stages.load import prepare, select_series
+    from capplan.state import Ledger
 
     cfg = CapplanConfig()
-    fleet = regularise_stage(load_stage("sample", cfg), cfg)
+    fleet = prepare(select_series("sample", cfg), cfg, Ledger())
     sid = max(fleet.report.outage_by_series, key=fleet.report.outage_by_series.get)  # a series the rule hits
-    alone = regularise_stage(load_stage("sample", cfg, [sid]), cfg)
+    alone = prepare(select_series("sample", cfg, [sid]), cfg, Ledger())
     assert alone.report.outage_by_series[sid] == fleet.report.outage_by_series[sid]
     assert list(alone.windows) == [sid] and set(alone.global_view().windows) == set(fleet.windows)
     pd.testing.assert_frame_equal(alone.h5, fleet.h5[fleet.h5["series_id"] == sid].reset_index(drop=True))

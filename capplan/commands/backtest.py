@@ -14,8 +14,9 @@ from capplan.config import load_config
 from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from capplan.errors import EXIT_PARTIAL, InputError
-from forecasting.backtest import BEST_OF, evaluation_origins, summarise
-from forecasting.peers import peer_forecasts
+from capplan.pipeline import BACKTEST, run
+from capplan.state import PlanState, no_progress
+from forecasting.backtest import BEST_OF, summarise
 
 MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "naive_conformal",
           "autoets")
@@ -41,43 +42,31 @@ def backtest_document(scores: dict, notes: list[str] | None = None) -> dict:
 
 def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 0, timezone: str = "UTC",
                  progress=None, keep: dict | None = None) -> dict:
-    """Load, regularise, forecast (tiers, combination, default Prophet), forecast the peers
-    (:func:`forecasting.peers.peer_forecasts`) at the evaluation window's origins, and score
-    them all: the :func:`backtest_document`, with each series' evaluation window, fallbacks
-    and the members carrying the combination's weight per lead bucket. Used by
-    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``. With ``keep`` (a dict),
-    ``keep["rolling"]`` receives every model's rolling forecast frame and ``keep["prep"]``
-    the prepared series (history and windows), for the benchmark's diagnostics. A series that
-    fails on its own (no observed value, too short to split, a failed forecast) is left out and
-    listed under ``failed`` (series_id -> stage, error), as in ``capplan plan``.
+    """Run :data:`capplan.pipeline.BACKTEST` (load, forecast with default Prophet, combine, the
+    peers at the evaluation window's origins, scores) and return the :func:`backtest_document`,
+    with each series' evaluation window, fallbacks and warnings (its ledger) and the members
+    carrying the combination's weight per lead bucket. Used by ``capplan backtest`` and the
+    accuracy benchmark. With ``keep`` (a dict), ``keep["rolling"]`` receives every model's
+    rolling forecast frame and ``keep["prep"]`` the prepared series (history and windows), for
+    the benchmark's diagnostics. A series that fails on its own (no observed value, too short to
+    split, a failed forecast) is left out and listed under ``failed`` (series_id -> stage,
+    error), as in ``capplan plan``.
 
     Raises InputError (exit 2) for an unknown series, an unreadable source, or when every series failed.
     """
-    from capplan import pipeline
-
-    progress = progress or (lambda *a, **k: None)
-    loaded = pipeline.load_stage(source, cfg, series, timezone)
-    prep = pipeline.regularise_stage(loaded, cfg)
-    from capplan.executor import make_executor
-
-    with make_executor(cfg.plan.executor, cfg.plan.workers, cfg.plan.scheduler) as ex:
-        prep, fc = pipeline.forecast_stage(prep, cfg, seed, progress, extra_models=("prophet",), executor=ex)
-    if prep.failed and not prep.windows:  # nothing left to score
-        raise InputError("series failed: " + "; ".join(
-            f"{s} ({f['stage']} stage): {f['error'].removeprefix('InputError: ')}" for s, f in prep.failed.items()))
-    progress("backtest", "peers: naive-conformal rule, statsforecast AutoETS")
-    peer_fc, notes = peer_forecasts(prep.h5, evaluation_origins(fc.rolling["naive"], prep.windows))
-    fc.rolling.update(peer_fc)
+    state = PlanState(cfg, source, series, seed, timezone, progress or no_progress, extra_models=("prophet",),
+                      record_scores=False)
+    run(BACKTEST, state)
+    prep, fc, ledger = state.prep, state.fc, state.ledger
     if keep is not None:
         keep.update(rolling=fc.rolling, prep=prep)
-    doc = backtest_document(pipeline.backtest_stage(prep, fc), notes)
+    doc = backtest_document(state.scores, state.run_notes)
     for sid in doc["series"]:
         doc["series"][sid]["evaluation_window"] = prep.windows[sid].as_list()
-        doc["series"][sid]["fallbacks"] = (prep.notes.get(sid, []) + loaded.notes_for(sid, doc["series"])
-                                           + fc.fallbacks.get(sid, []))
-        doc["series"][sid]["warnings"] = [loaded.warnings[sid]] if sid in loaded.warnings else []
+        doc["series"][sid]["fallbacks"] = ledger.notes(sid)
+        doc["series"][sid]["warnings"] = ledger.warnings(sid)
         doc["series"][sid]["members"] = fc.combination.get(sid, {}).get("members", {})
-    doc["failed"] = dict(prep.failed)  # left out, as in `capplan plan` (exit code 3)
+    doc["failed"] = ledger.failed  # left out, as in `capplan plan` (exit code 3)
     return doc
 
 

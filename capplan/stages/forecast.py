@@ -1,18 +1,14 @@
-"""The units of work the pipeline's stages hand to an executor (:mod:`capplan.executor`),
-and the per-model forecasting steps they are made of. Every task is plain, picklable data in,
+"""The forecast stage: every model's rolling-origin forecasts over the tuning and evaluation
+windows (no look-ahead) and its 7-day plan forecast fitted on all history, and the tasks it
+submits to the executor (:mod:`capplan.executor`). Every task is plain, picklable data in,
 plain data out, so it runs the same in this process, a process pool or a Dask worker.
 
-* stage 3 (forecast): :func:`forecast_one` (one series' per-series models,
-  :class:`SeriesForecastTask`), :func:`global_one` (one fit of a global model, the LSTM:
-  a rolling refit block, :func:`rolling_block`, or its plan fit, :func:`plan_forecast`;
-  :class:`GlobalTask`), :func:`combine_one` (one series combined, calibrated and scored,
-  :class:`CombineTask`); :func:`tier_forecasts` runs one model's rolling and plan
-  forecasts in one call (the Airflow forecast jobs);
-* stage 4 (backtest): :func:`score_series`;
-* stage 5 (search): :func:`search_cached` (:class:`CachedSearch`, :func:`search_task`).
-
-The order of the stages, and how their tasks are submitted and gathered, is
-:mod:`capplan.pipeline`'s.
+Tasks, submitted in this order: the fits of the global models (a tier that is not
+``per_series``, the LSTM: one :class:`GlobalTask` per rolling refit block and one for the
+plan fit, each training one network on every series' gathered windows, :func:`global_one`),
+then one :class:`SeriesForecastTask` per series for the per-series models
+(:func:`forecast_one`). :func:`tier_forecasts` runs one model's rolling and plan forecasts in
+one call (the Airflow forecast jobs).
 """
 
 from __future__ import annotations
@@ -21,20 +17,176 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from capplan.cache import RollingCache, SearchCache
+from capplan.cache import RollingCache
 from capplan.config import CapplanConfig
-from capplan.containers import Prepared, Progress, TierResult, no_progress
-from capplan.executor import private_keras_seeds, single_threaded_tensorflow
+from capplan.errors import InputError
+from capplan.executor import Executor, Failed, private_keras_seeds, single_threaded_tensorflow
+from capplan.state import Ledger, PlanState, Prepared, Progress, TierResult, no_progress
 from forecasting import backtest as bt
-from forecasting.assemble import ROLLING_MODELS, STEP, assemble
+from forecasting.assemble import ROLLING_MODELS
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
-from forecasting.metrics import seasonal_scale
 from forecasting.registry import ModelRegistry
 from forecasting.registry_fit import fit_final
-from forecasting.tiers import make
-from forecasting.types import SeriesMeta, empty_forecast
-from optimizer.inputs import replay_input
-from optimizer.tuning import SearchOutcome, SearchTask, evaluate_policy, search_one, tune_policy
+from forecasting.tiers import is_global, make
+from forecasting.types import STEP, empty_forecast
+
+LOCAL = Executor()
+"""The executor of a stage called without one: in this process."""
+
+
+def forecast(state: PlanState) -> None:
+    """Every model of :data:`forecasting.assemble.ROLLING_MODELS` and ``state.extra_models``
+    (benchmarks that are scored but never combined, e.g. ``prophet``) into ``state.results``,
+    except those ``state.stored`` supplies (forecast elsewhere: the Airflow forecast jobs).
+
+    A series whose task raises is failed in the ledger (stage ``forecast``) and dropped (the
+    global fits are then redone without it, as a run without it would be). The ledger gets each
+    series' model fallbacks (once each) and warnings, the registry's warnings and, with
+    ``state.cache_root``, the refit blocks reused from the store's cache (:mod:`capplan.cache`).
+
+    Raises InputError when every series failed, RuntimeError when a global fit failed.
+    """
+    prep, cfg, progress, ledger = state.prep, state.cfg, state.progress, state.ledger
+    results = dict(state.stored(state) if state.stored is not None else {})
+    wanted = [n for n in ROLLING_MODELS + tuple(state.extra_models) if n not in results]
+    per_series = tuple(n for n in wanted if not is_global(n))
+    global_models = [n for n in wanted if is_global(n)]
+    ex = state.executor or LOCAL
+    warns: dict[str, list[str]] = {}
+    sids = list(prep.windows)
+    # the global fits first: each is one of the longest tasks, and must not be the tail
+    glob = _submit_global(ex, prep.global_view(), cfg, global_models, state.seed, state.cache_root, progress)
+    if per_series:
+        progress("forecast", f"{len(sids)} series x {', '.join(per_series)} on the {ex.name} executor")
+        tasks = [SeriesForecastTask(prep.select([s]), cfg, per_series, state.seed, state.cache_root) for s in sids]
+        out = ex.submit(forecast_one, tasks, sids, on_done(progress, "forecast"))()
+        prep, ok, bad = split_failed(prep, sids, out, ledger)
+        if bad:
+            # without the failed series, as a run without them would be
+            glob = _submit_global(ex, prep.global_view(), cfg, global_models, state.seed, state.cache_root, progress)
+        for n in per_series:
+            results[n] = _merge(n, [r[0][n] for _, r in ok])
+        for s, r in ok:
+            if r[1]:
+                warns.setdefault(s, []).extend(r[1])
+    glob_res, reg_warns = glob()
+    results.update({n: _only(r, prep.windows) for n, r in glob_res.items()})
+    order = [*ROLLING_MODELS, *state.extra_models]
+    state.results = {n: results[n] for n in sorted(results, key=lambda n: order.index(n) if n in order else len(order))}
+    state.prep = prep
+    _to_ledger(ledger, state.results, warns, reg_warns, list(prep.windows))
+
+
+def _to_ledger(ledger: Ledger, results: dict[str, TierResult], warns: dict[str, list[str]], reg_warns: list[str],
+               sids: list[str]) -> None:
+    """The models' messages per series: fallbacks (each once) and warnings of the combined
+    models, in :data:`ROLLING_MODELS` order, then the registry's warnings; the reused refit blocks."""
+    fallbacks: dict[str, list[str]] = {}
+    model_warns: dict[str, list[str]] = {}
+    for n in ROLLING_MODELS:
+        for sid, msgs in results[n].fallbacks.items():
+            for msg in msgs:
+                if msg not in fallbacks.setdefault(sid, []):
+                    fallbacks[sid].append(msg)
+        for sid, w in results[n].warnings.items():
+            model_warns.setdefault(sid, []).extend(w)
+    for sid in sids:
+        for msg in fallbacks.get(sid, []):
+            ledger.note(sid, msg)
+        for msg in model_warns.get(sid, []) + warns.get(sid, []) + reg_warns:
+            ledger.warn(sid, msg)
+        rolling = {n: r.reused[sid] for n, r in results.items() if sid in r.reused}
+        if rolling:
+            ledger.reuse(sid, "rolling", rolling)
+
+
+def on_done(progress: Progress, stage: str):
+    """Executor progress as ``[done/total] series`` lines of ``stage``."""
+    return lambda i, n, label: progress(stage, f"[{i}/{n}] {label}")
+
+
+def split_failed(prep: Prepared, sids: list[str], out: list, ledger: Ledger) -> tuple[Prepared, list, dict]:
+    """Per-series forecast-stage results ``out`` (in ``sids`` order) as ``(prep without the
+    failed series, [(series, result)] of the others, {series: Failed})``; the failed are
+    failed in ``ledger`` (stage ``forecast``). Raises InputError when every series failed."""
+    bad = {s: r for s, r in zip(sids, out) if isinstance(r, Failed)}
+    ok = [(s, r) for s, r in zip(sids, out) if not isinstance(r, Failed)]
+    if bad:
+        for s, f in bad.items():
+            ledger.fail(s, "forecast", f.error, f.where)
+        prep = prep.drop(bad)
+        if not ok:
+            raise InputError(f"every series failed in the forecast stage: {ledger.failures()}")
+    return prep, ok, bad
+
+
+def _submit_global(ex: Executor, prep: Prepared, cfg: CapplanConfig, names: list[str], seed: int,
+                   cache_root: str | None, progress: Progress):
+    """Submit every fit of the global models (:class:`GlobalTask`; each block and the plan fit
+    are independent). Returns a function that waits for them and gives ``{name: TierResult}``
+    and the registry warnings.
+
+    Raises RuntimeError when a global fit raised (it concerns every series)."""
+    tasks: list[GlobalTask] = []
+    for n in names:
+        tasks += [GlobalTask(prep, cfg, n, seed, b, cache_root) for b in refit_blocks(prep, n)]
+        if n in ROLLING_MODELS:
+            tasks.append(GlobalTask(prep, cfg, n, seed, None, cache_root))
+    if not tasks:
+        return lambda: ({}, [])
+    labels = [f"{t.name} {'plan fit' if t.origins is None else 'rolling block'}" for t in tasks]
+    progress("forecast", f"{', '.join(names)}: {len(tasks)} global fits (rolling refit blocks, plan) "
+                         f"on the {ex.name} executor")
+    gather = ex.submit(global_one, tasks, labels, on_done(progress, "forecast"))
+
+    def collect():
+        out = gather()
+        for t, r in zip(tasks, out):
+            if isinstance(r, Failed):
+                raise RuntimeError(f"the global {t.name} model failed ({r.where}): {r.error}")
+        res, reg_warns = {}, []
+        for n in names:
+            mine = [r for t, r in zip(tasks, out) if t.name == n]
+            res[n] = rolling_result(prep, n, [r for r in mine if isinstance(r, RollingBlock)])
+            for r in mine:
+                if isinstance(r, PlanForecast):
+                    r.into(res[n])
+                    reg_warns += r.registry_warnings
+        return res, reg_warns
+
+    return collect
+
+
+def _only(res: TierResult, sids) -> TierResult:
+    """``res`` restricted to the series ``sids`` (a global model's results on the whole source,
+    :meth:`Prepared.global_view`, for the series this run plans)."""
+    keep = set(sids)
+
+    def rows(f):
+        return f if f is None else f[f["series_id"].isin(keep)].reset_index(drop=True)
+
+    models = {k: ([s for s in v if s in keep] if isinstance(v, list) else v) for k, v in res.models.items()}
+    return TierResult(res.name, rows(res.rolling), rows(res.final),
+                      {s: v for s, v in res.fallbacks.items() if s in keep},
+                      {s: v for s, v in res.warnings.items() if s in keep}, models,
+                      {s: v for s, v in res.reused.items() if s in keep})
+
+
+def _merge(name: str, parts: list[TierResult]) -> TierResult:
+    """One model's results of several series as one :class:`TierResult`."""
+    models: dict = {}
+    for p in parts:
+        for k, v in p.models.items():
+            if isinstance(v, dict):
+                models.setdefault(k, {}).update(v)
+            else:
+                models.setdefault(k, []).extend(v)
+    finals = [p.final for p in parts if p.final is not None]
+    return TierResult(name, pd.concat([p.rolling for p in parts], ignore_index=True),
+                      pd.concat(finals, ignore_index=True) if finals else None,
+                      {k: v for p in parts for k, v in p.fallbacks.items()},
+                      {k: v for p in parts for k, v in p.warnings.items()}, models,
+                      {k: v for p in parts for k, v in p.reused.items()})
 
 
 def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
@@ -50,7 +202,7 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
     """Rolling-origin forecasts of one model over the tuning and evaluation windows
     and, with ``final``, its plan forecast fitted on all history (reusing fresh
     registry models, :func:`forecasting.registry_fit.fit_final`). Every plan forecast counts
-    as issued at the series' last observed point. Used by :func:`forecast_stage` and
+    as issued at the series' last observed point. Used by :func:`forecast` and
     the Airflow forecast jobs.
 
     ``cache_root``: a store root whose rolling-block cache
@@ -161,36 +313,6 @@ def plan_forecast(prep: Prepared, cfg: CapplanConfig, name: str, seed: int, regi
                         dict(m.fallbacks), list(registry.warnings))
 
 
-def by_series(f: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """A forecast frame split per series (each part as ``f[f["series_id"] == sid]`` would give it)."""
-    if f is None:
-        return {}
-    return {sid: g for sid, g in f.groupby("series_id", sort=False)}
-
-
-@dataclass
-class CombineTask:
-    """One series' inputs to :func:`combine_one` (picklable, for the executor): its 5-minute
-    history, windows, every model's rolling forecasts (benchmarks too) and the plan
-    forecasts of :data:`forecasting.assemble.ROLLING_MODELS`."""
-
-    series_id: str
-    history: pd.DataFrame
-    windows: bt.Windows
-    rolling: dict[str, pd.DataFrame]
-    finals: dict[str, pd.DataFrame]
-
-
-def combine_one(task: CombineTask):
-    """One series combined and calibrated (:func:`forecasting.assemble.assemble`, which
-    works series by series) and every model's backtest scores, the combined one's
-    included (:func:`score_series`): ``(Assembled, scores)``."""
-    a = assemble(task.history, [task.series_id], task.rolling, task.finals)
-    return a, score_series(task.history, task.windows, {**task.rolling, "combined": a.rolling})
-
-
-GLOBAL_MODELS = ("daily",)  # trained once on every series' windows (the LSTM), never split per series
-
 
 @dataclass
 class SeriesForecastTask:
@@ -214,7 +336,7 @@ def forecast_one(task: SeriesForecastTask) -> tuple[dict[str, TierResult], list[
 
 @dataclass
 class GlobalTask:
-    """One fit of a global model (:data:`GLOBAL_MODELS`) on every series' gathered windows,
+    """One fit of a global model (:func:`forecasting.tiers.is_global`) on every series' gathered windows,
     and its forecasts (picklable, for the executor): with ``origins`` one refit block of its
     rolling origins (:func:`refit_blocks`), without them its plan fit on all history."""
 
@@ -238,81 +360,3 @@ def global_one(task: GlobalTask) -> "RollingBlock | PlanForecast":
                                  task.cfg.forecast.registry(task.cfg.models))
         return rolling_block(task.prep, task.cfg, task.name, task.seed, task.origins, task.cache_root)
 
-
-def score_series(history: pd.DataFrame, w: bt.Windows, rolling: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    """One series' scores per model -> band (:func:`forecasting.backtest.score`) on its evaluation
-    window. ``history``: its 5-minute rows; ``rolling``: model -> its rolling forecasts. MASE
-    is scaled by the seasonal-naive (1 day) in-sample MAE of the training part only."""
-    s = pd.Series(history["value"].to_numpy(), index=pd.DatetimeIndex(history["timestamp"]))
-    scale = seasonal_scale(s[s.index < w.tune_start].to_numpy(), 288)
-    out = {}
-    for model, f in rolling.items():
-        sc = bt.score(s, f, scale, (w.eval_start, w.end))
-        if sc:
-            out[model] = sc
-    return out
-
-
-def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta,
-                cfg: CapplanConfig, seed: int = 0, book: dict | None = None) -> SearchTask:
-    """One series' :class:`optimizer.tuning.SearchTask`: replay inputs on its tuning and
-    evaluation windows (:func:`optimizer.inputs.replay_input`) from its history (5-minute,
-    or its native grid for a finer inference series) and its combined rolling forecasts.
-    ``book``: GPU prices (default ``cfg.price_book()``)."""
-    book = cfg.price_book() if book is None else book
-    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
-    # every point before the evaluation window: a 1-minute inference series' last 4 minutes too (not eval_start - STEP)
-    tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - pd.Timedelta(1, "ns"),
-                                **rk)
-    evalw, _ = replay_input(history, combined, meta, book, w.eval_start, w.end, **rk)
-    return SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes)
-
-
-@dataclass
-class CachedSearch:
-    """One series' search inputs (built into a :class:`optimizer.tuning.SearchTask` where it
-    runs, so the replay inputs are built in parallel) and the store root whose cache may
-    already hold its outcome."""
-
-    series_id: str
-    windows: bt.Windows
-    history: pd.DataFrame
-    combined: pd.DataFrame
-    meta: SeriesMeta
-    cfg: CapplanConfig
-    seed: int
-    book: dict
-    cache_root: str | None = None
-
-    def task(self) -> SearchTask:
-        return search_task(self.series_id, self.windows, self.history, self.combined, self.meta, self.cfg,
-                           self.seed, self.book)
-
-
-def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
-    """``(outcome, status, note)`` of one series' search with the store's cache
-    (:class:`capplan.cache.SearchCache`): ``status`` is ``reused`` (the stored outcome of an
-    identical search task), ``tuning_reused`` (the stored tuned policy of an identical tuning
-    window, :func:`optimizer.tuning.tune_policy`, replayed on the new evaluation window by
-    :func:`optimizer.tuning.evaluate_policy`: the hourly case) or ``computed``
-    (:func:`optimizer.tuning.search_one`); what is computed is stored for the next run.
-    ``note`` says when a stored entry was not trusted."""
-    task = item.task()
-    if not item.cache_root:
-        return search_one(task), "computed", ""
-    cache = SearchCache(item.cache_root)
-    key = cache.key(task)
-    oc, why = cache.get(key)
-    if oc is not None:
-        return oc, "reused", ""
-    tkey = cache.tuned_key(task)
-    tuned, twhy = cache.get_tuned(tkey)
-    status = "tuning_reused"
-    if tuned is None:
-        tuned, status = tune_policy(task), "computed"
-        cache.put_tuned(tkey, tuned)
-    oc = evaluate_policy(task, tuned)
-    cache.put(key, oc)
-    notes = [f"cache: {what} entry not trusted ({r}); recomputed" for what, r in (("search", why), ("tuning", twhy))
-             if r]
-    return oc, status, "; ".join(notes)

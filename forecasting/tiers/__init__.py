@@ -8,8 +8,8 @@ members ``level``, ``revert`` and ``profile`` (:mod:`forecasting.tiers.robust`).
 """
 
 from forecasting.tiers import daily_lstm, hourly_ets, naive, robust, weekly_prophet  # noqa: F401  (registration)
-from forecasting.tiers.base import Forecaster, available, make
+from forecasting.tiers.base import Forecaster, available, forecaster_class, is_global, make
 
 TIER_NAMES = ("hourly", "daily", "weekly")
 
-__all__ = ["Forecaster", "available", "make", "TIER_NAMES"]
+__all__ = ["Forecaster", "available", "forecaster_class", "is_global", "make", "TIER_NAMES"]

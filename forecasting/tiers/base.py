@@ -64,6 +64,20 @@ def make(name: str, **kwargs) -> "Forecaster":
         raise KeyError(f"unknown forecaster {name!r}; known: {sorted(_REGISTRY)}") from None
 
 
+def forecaster_class(name: str) -> type["Forecaster"]:
+    """The registered class of ``name`` (its class-level facts: ``step``, ``refit_every``,
+    ``per_series``) without building one. Raises KeyError for an unknown name."""
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown forecaster {name!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[name]
+
+
+def is_global(name: str) -> bool:
+    """True for a model trained once on every series' windows (``per_series = False``, e.g. the
+    LSTM), which the pipeline fits in tasks of its own and never splits per series."""
+    return not forecaster_class(name).per_series
+
+
 def available() -> list[str]:
     """Names of all registered forecasters."""
     return sorted(_REGISTRY)
