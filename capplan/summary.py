@@ -14,6 +14,8 @@ import math
 
 from pydantic import BaseModel, Field
 
+from optimizer.search_settings import COVERAGE_TARGET
+
 #: the policies shown first, in this order; others follow by name
 FIRST = ("recommended", "baseline")
 
@@ -77,7 +79,7 @@ def fleet_summary(report) -> FleetSummary:
     if hasattr(report, "model_dump"):
         report = report.model_dump()
     series = report.get("series") or {}
-    target = float((report.get("run") or {}).get("coverage_target", 0.95))
+    target = float((report.get("run") or {}).get("coverage_target", COVERAGE_TARGET))
     cost: dict[str, float] = {}
     counted: dict[str, int] = {}
     missing = []

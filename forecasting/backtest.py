@@ -29,9 +29,8 @@ import pandas as pd
 from forecasting import metrics
 from forecasting.buckets import BANDS
 from forecasting.tiers import make
-from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
+from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, SeriesMeta, empty_forecast  # noqa: F401  (STEP: re-exported)
 
-STEP = pd.Timedelta("5min")
 DAY = pd.Timedelta("1D")
 
 

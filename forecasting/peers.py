@@ -24,11 +24,11 @@ import numpy as np
 import pandas as pd
 
 from forecasting.backtest import STEP, lead_cap
-from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, empty_forecast
+from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, STEPS_PER_DAY, empty_forecast
 
 PEERS = ("naive_conformal", "autoets")
 CONFORMAL_WINDOW = pd.Timedelta("7D")
-ETS_SEASON = 288  # one day of 5-minute steps (DESIGN.md: MASE's season)
+ETS_SEASON = STEPS_PER_DAY  # one day (DESIGN.md: MASE's season)
 ETS_TRAIN = pd.Timedelta("14D")
 ETS_REFIT = pd.Timedelta("7D")
 

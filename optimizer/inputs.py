@@ -25,14 +25,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasting.types import QCOLS, SeriesMeta
+from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-exported)
 from optimizer.calibrated import calibrated_hour_max
 from optimizer.layers import critical_ratios, period_level_lookup
 from optimizer.prices import GpuPrice, price_for
 from optimizer.refresh import refreshed_hour_max
 from optimizer.replay import ReplayInput, latest_before, period_lookup
 
-STEP = pd.Timedelta("5min")
 
 
 def median_spacing(frame: pd.DataFrame) -> pd.Timedelta | None:

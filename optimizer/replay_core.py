@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.metrics import idle_ratio
-from forecasting.types import QCOLS
+from forecasting.types import QCOLS, STEP_S
 from optimizer.hpa_controller import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics
 from optimizer.prices import GpuPrice
@@ -37,7 +37,7 @@ class ReplayInput:
     demand: np.ndarray
     step_s: int
     price: GpuPrice
-    fc_step_s: int = 300  # the forecasts' grid (hourly_offset counts these steps)
+    fc_step_s: int = STEP_S  # the forecasts' grid (hourly_offset counts these steps)
     gpus_per_unit: float = 1.0
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)

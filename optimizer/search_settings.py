@@ -21,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizer.policy import InferenceParams, TrainingParams
 
+COVERAGE_TARGET = 0.95
+"""The default coverage target: the share of steps with provisioned >= demand a policy must keep (DESIGN.md)."""
+
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
 TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"]  # c*: optimizer.calibrated
@@ -103,7 +106,7 @@ class SearchSettings(BaseModel):
     """Policy search and replay options (see :mod:`optimizer.search` for the objective)."""
 
     model_config = ConfigDict(extra="forbid")
-    coverage_target: float = Field(default=0.95, gt=0, le=1)
+    coverage_target: float = Field(default=COVERAGE_TARGET, gt=0, le=1)
     penalty: float = Field(default=0.5, ge=0)
     coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")

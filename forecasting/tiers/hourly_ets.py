@@ -46,9 +46,9 @@ from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
 from forecasting.tiers.base import Forecaster, register, series_values
 from forecasting.tiers.naive import naive_quantiles
-from forecasting.types import QUANTILES, SeriesMeta
+from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 
-SEASON = 288  # one day of 5-minute steps
+SEASON = STEPS_PER_DAY  # one day
 SIM_PATHS = 500  # simulated paths for the bands
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.tiers.base import Forecaster, register, series_values
-from forecasting.types import QUANTILES, SeriesMeta
+from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 
 _Z = np.array([0.0, 1.2816, 1.6449, 2.3263])  # standard normal quantiles of QUANTILES
 
@@ -107,4 +107,4 @@ class SeasonalNaive(HistoryRule):
 
     step = "5min"
     horizon = 2016
-    season_steps = 288
+    season_steps = STEPS_PER_DAY

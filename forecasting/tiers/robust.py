@@ -48,8 +48,9 @@ import numpy as np
 
 from forecasting.tiers.base import register
 from forecasting.tiers.naive import HistoryRule, naive_quantiles
+from forecasting.types import STEPS_PER_DAY
 
-DAY_STEPS = 288  #: 5-minute steps per day
+DAY_STEPS = STEPS_PER_DAY  #: 5-minute steps per day
 LEVEL_DAYS = 3.0  #: ``level``: days of history its median is taken over
 REVERT_DAYS = 1.0  #: ``revert``: days of history the level it reverts to is the median of
 REVERT_TAU = 1.0  #: ``revert``: e-folding time of the pull toward that level, in days
