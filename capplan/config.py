@@ -39,6 +39,7 @@ from capplan.errors import InputError, looks_like_name
 from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
 from optimizer.prices import GpuPrice, default_price_book
+from forecasting.tiers import available, tier_options
 from optimizer.search_settings import SearchSettings
 
 
@@ -217,13 +218,10 @@ class ForecastConfig(BaseModel):
         return ModelRegistry(root, keep=self.registry_keep)
 
     def tier_options(self) -> dict[str, dict]:
-        """Keyword options of each model's constructor (:func:`forecasting.tiers.make`)."""
-        return {
-            "hourly": {},
-            "daily": {"epochs": self.lstm_epochs, "units": self.lstm_units, "max_windows": self.lstm_max_windows},
-            "weekly": {"uncertainty_samples": self.prophet_samples, "events": tuple(self.events)},
-            "prophet": {"uncertainty_samples": self.prophet_samples},
-        }
+        """Keyword options of each model's constructor (:func:`forecasting.tiers.make`): each
+        model reads its own typed settings from this section (:func:`forecasting.tiers.tier_options`)."""
+        section = self.model_dump()
+        return {n: tier_options(n, section) for n in available()}
 
 
 class PlanConfig(SearchSettings):

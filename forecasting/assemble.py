@@ -23,13 +23,13 @@ import pandas as pd
 
 from forecasting import combination, conformal
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
+from forecasting.tiers import ROLLING_MODELS
 from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, STEPS_PER_DAY  # noqa: F401  (STEP: re-exported)
 
 PLAN_STEPS = 7 * STEPS_PER_DAY  # the plan forecast: 7 days of 5-minute steps
 #: the combination's members: the tiers, the two benchmarks, and the robust members
 #: (:mod:`forecasting.tiers.robust`: the recent median level, the last value reverting to it,
 #: the week's median daily profile)
-ROLLING_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile")
 
 
 @dataclass

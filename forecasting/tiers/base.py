@@ -20,14 +20,14 @@ import os
 import zipfile
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel, ConfigDict
 
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
-_REGISTRY: dict[str, Callable[..., "Forecaster"]] = {}
 
 #: Version of the ``forecaster.json`` layout written by :meth:`Forecaster.save`.
 SAVE_FORMAT = 1
@@ -40,15 +40,26 @@ class ModelFileError(ValueError):
     another architecture or target, another save format. Callers refit."""
 
 
-def register(name: str):
-    """Class decorator: make a forecaster available as ``make(name)``."""
+Role = Literal["tier", "member", "benchmark"]
+"""What a registered model is to the pipeline: a ``tier`` is combined and has its own plan
+forecast in ``forecasts.parquet`` (hourly, daily, weekly); a ``member`` is combined only
+(naive, the robust members); a ``benchmark`` is scored, never combined (default Prophet)."""
 
-    def deco(cls):
-        _REGISTRY[name] = cls
-        cls.name = name
-        return cls
+_REGISTRY: dict[str, type["Forecaster"]] = {}
+_ROLES: dict[str, Role] = {}
 
-    return deco
+
+def register(name: str, cls: type["Forecaster"], role: Role) -> None:
+    """Make ``cls`` available as ``make(name)`` with ``role``; the registry's order is the
+    combination's (:func:`names`). The lines that call it are :mod:`forecasting.tiers`."""
+    cls.name = name
+    _REGISTRY[name] = cls
+    _ROLES[name] = role
+
+
+def names(*roles: Role) -> tuple[str, ...]:
+    """Registered names with one of ``roles`` (all without), in registration order."""
+    return tuple(n for n in _REGISTRY if not roles or _ROLES[n] in roles)
 
 
 def make(name: str, **kwargs) -> "Forecaster":
@@ -58,15 +69,12 @@ def make(name: str, **kwargs) -> "Forecaster":
     ------
     KeyError: unknown name (the message lists the known ones).
     """
-    try:
-        return _REGISTRY[name](**kwargs)
-    except KeyError:
-        raise KeyError(f"unknown forecaster {name!r}; known: {sorted(_REGISTRY)}") from None
+    return forecaster_class(name)(**kwargs)
 
 
 def forecaster_class(name: str) -> type["Forecaster"]:
     """The registered class of ``name`` (its class-level facts: ``step``, ``refit_every``,
-    ``per_series``) without building one. Raises KeyError for an unknown name."""
+    ``per_series``, ``settings``) without building one. Raises KeyError for an unknown name."""
     if name not in _REGISTRY:
         raise KeyError(f"unknown forecaster {name!r}; known: {sorted(_REGISTRY)}")
     return _REGISTRY[name]
@@ -83,6 +91,26 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+class TierSettings(BaseModel):
+    """A model's own constructor options, typed. A subclass declares each option as a field
+    whose ``alias`` is its key in the ``forecast:`` section of ``capplan.yaml`` (e.g.
+    ``epochs`` read from ``lstm_epochs``); other keys of the section are ignored."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    def kwargs(self) -> dict:
+        """The options as constructor keyword arguments (lists as tuples, so they hash)."""
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in self.model_dump().items()}
+
+
+def tier_options(name: str, section: dict) -> dict:
+    """Constructor keyword arguments of model ``name`` from the ``forecast:`` section
+    ``section`` (a dict): its :attr:`Forecaster.settings` validated from it.
+
+    Raises KeyError for an unknown name, pydantic.ValidationError for a bad value."""
+    return forecaster_class(name).settings.model_validate(section).kwargs()
+
+
 class Forecaster(ABC):
     """Base class: ``fit(history, meta)`` then ``predict(history, origins)``.
 
@@ -95,6 +123,7 @@ class Forecaster(ABC):
         before the fit origin; shorter series get a stated fallback.
     refit_every: refit cadence used by rolling-origin backtests
         (``None``: fit once, at the first origin).
+    settings: its typed options (:class:`TierSettings`; none by default).
     per_series: one model per series (``True``: saved and reused per series)
         or one global model for all (``False``: the daily LSTM).
     arch: what a saved model was built as (architecture and target); a saved
@@ -107,6 +136,7 @@ class Forecaster(ABC):
     min_history: ClassVar[int] = 1
     refit_every: ClassVar[str | None] = None
     per_series: ClassVar[bool] = True
+    settings: ClassVar[type[TierSettings]] = TierSettings
     arch: ClassVar[str] = ""
 
     def __init__(self, seed: int = 0, **options):

@@ -55,7 +55,9 @@ import pandas as pd
 
 from forecasting.calendar import FEATURES, calendar_features
 from forecasting.regularise import hourly_columns
-from forecasting.tiers.base import Forecaster, register, series_values
+from pydantic import Field
+
+from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
@@ -151,7 +153,14 @@ def _build_model(units: int, seed: int):
     return model
 
 
-@register("daily")
+class LSTMSettings(TierSettings):
+    """The LSTM's options from the ``forecast:`` section."""
+
+    epochs: int = Field(alias="lstm_epochs", ge=1, description="training epochs per fit")
+    units: int = Field(alias="lstm_units", ge=1, description="LSTM units")
+    max_windows: int = Field(alias="lstm_max_windows", ge=16, description="training windows per fit, at most")
+
+
 class DailyLSTM(Forecaster):
     """Global LSTM tier (see module docstring).
 
@@ -165,6 +174,7 @@ class DailyLSTM(Forecaster):
     min_history = LOOKBACK + HORIZON
     refit_every = "7D"  # backtests: one global retrain per week of origins
     per_series = False  # one global model
+    settings = LSTMSettings
     arch = f"{ARCH}/{TARGET}"
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,

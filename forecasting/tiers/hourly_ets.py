@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
-from forecasting.tiers.base import Forecaster, register, series_values
+from forecasting.tiers.base import Forecaster, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 
@@ -87,7 +87,6 @@ def _build(z: np.ndarray, spec: dict) -> ETSModel:
     return ETSModel(pd.Series(z), initialization_method="known", initial_level=0.0, **spec)
 
 
-@register("hourly")
 class HourlyETS(Forecaster):
     """Exponential smoothing tier (see module docstring).
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasting.tiers.base import Forecaster, register, series_values
+from forecasting.tiers.base import Forecaster, series_values
 from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 
 _Z = np.array([0.0, 1.2816, 1.6449, 2.3263])  # standard normal quantiles of QUANTILES
@@ -93,7 +93,6 @@ class HistoryRule(Forecaster):
         return self._concat(frames)
 
 
-@register("naive")
 class Naive(HistoryRule):
     """Last value, on the 5-minute grid, 7 days ahead."""
 
@@ -101,7 +100,6 @@ class Naive(HistoryRule):
     horizon = 2016
 
 
-@register("seasonal_naive")
 class SeasonalNaive(HistoryRule):
     """The value one day earlier, on the 5-minute grid, 7 days ahead."""
 

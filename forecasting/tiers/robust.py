@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from forecasting.tiers.base import register
 from forecasting.tiers.naive import HistoryRule, naive_quantiles
 from forecasting.types import STEPS_PER_DAY
 
@@ -128,7 +127,6 @@ class _Robust(HistoryRule):
         return robust_quantiles(y, self.horizon, self.level_days, self.tau_days)
 
 
-@register("level")
 class Level(_Robust):
     """The median of the last :data:`LEVEL_DAYS` days, flat (module docstring)."""
 
@@ -136,7 +134,6 @@ class Level(_Robust):
     tau_days = 0.0
 
 
-@register("revert")
 class Revert(_Robust):
     """The last value reverting to the median of the last :data:`REVERT_DAYS` day with
     e-folding time :data:`REVERT_TAU` days (module docstring)."""
@@ -145,7 +142,6 @@ class Revert(_Robust):
     tau_days = REVERT_TAU
 
 
-@register("profile")
 class Profile(_Robust):
     """The median over the last :data:`PROFILE_DAYS` days at each target's time of day (module docstring)."""
 

@@ -47,7 +47,9 @@ from scipy.optimize import nnls
 
 from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
 from forecasting.regularise import hourly_columns
-from forecasting.tiers.base import Forecaster, register, series_values
+from pydantic import Field
+
+from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
@@ -64,7 +66,19 @@ def _quiet() -> None:
     logging.getLogger("cmdstanpy").disabled = True  # failures still surface as exceptions
 
 
-@register("weekly")
+class WeeklyProphetSettings(TierSettings):
+    """The weekly tier's options from the ``forecast:`` section."""
+
+    uncertainty_samples: int = Field(alias="prophet_samples", ge=50, description="Prophet's posterior draws")
+    events: list[str] = Field(alias="events", description="calendar events the tier models")
+
+
+class DefaultProphetSettings(TierSettings):
+    """Default Prophet's options from the ``forecast:`` section."""
+
+    uncertainty_samples: int = Field(alias="prophet_samples", ge=50, description="Prophet's posterior draws")
+
+
 class WeeklyProphet(Forecaster):
     """Prophet with China's calendar (see module docstring).
 
@@ -80,6 +94,7 @@ class WeeklyProphet(Forecaster):
     min_history = 72  # 3 days of hours
     refit_every = "7D"
     arch = "prophet-local-ds-mean-anchored"
+    settings = WeeklyProphetSettings
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
                  calendar: bool = True, anchor: bool = True, growth: str = "flat",
@@ -291,9 +306,10 @@ class WeeklyProphet(Forecaster):
             self.shrink[sid] = tuple(float(v) for v in doc["shrink"])
 
 
-@register("prophet")
 class DefaultProphet(WeeklyProphet):
     """Prophet with default settings: the peer a user would pick instead (backtests only)."""
+
+    settings = DefaultProphetSettings
 
     def __init__(self, seed: int = 0, **options):
         options.pop("calendar", None)
