@@ -15,7 +15,7 @@ Two kinds of entries live under the store (layout in :mod:`capplan.store`):
   metadata and code: when a block gains an origin (an hour of new data) but its
   training data is unchanged, the model is loaded instead of refitted and predicts
   every origin of the block, exactly as a fresh fit would.
-* **searched policies** — one series' whole :class:`optimizer.tuning.SearchOutcome`,
+* **searched policies** (:mod:`capplan.search_cache`) — one series' whole :class:`optimizer.tuning.SearchOutcome`,
   keyed by the search task (tuning and evaluation replay inputs, settings, seed,
   kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library
   versions. Identical inputs give identical replays, so a reused outcome is the
@@ -50,6 +50,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -60,6 +61,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from capplan import atomic
+from capplan.report import versions
+from forecasting.tiers.base import ModelFileError
 
 KEEP_DAYS = 2  # entries not used for this long are removed after a run (prune): an hourly run
 # supersedes the last block of every model each hour, and those entries are never read again
@@ -134,8 +137,6 @@ def code_fingerprint(kind: str) -> str:
     (``rolling`` or ``search``) and of the installed versions of the libraries that
     shape the numbers (:data:`capplan.report.VERSIONED_LIBS`): any edit or upgrade
     invalidates every entry of that kind."""
-    from capplan.report import versions
-
     root = Path(__file__).resolve().parents[1]
     h = hashlib.sha256(json.dumps(versions(), sort_keys=True).encode())
     for pkg in CODE_PACKAGES[kind]:
@@ -163,7 +164,7 @@ def _payload_sha(payload) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-class _Entries:
+class Entries:
     """Parquet + JSON entries in one folder, keyed by fingerprint (see module docstring)."""
 
     def __init__(self, folder: Path):
@@ -225,7 +226,7 @@ class RollingCache:
 
     def __init__(self, root: str | os.PathLike, name: str):
         self.name = name
-        self.entries = _Entries(Path(root) / "cache" / "rolling" / name)
+        self.entries = Entries(Path(root) / "cache" / "rolling" / name)
         self.stats: dict[str, dict[str, int]] = {}
         self.notes: dict[str, list[str]] = {}
 
@@ -270,8 +271,6 @@ class RollingCache:
         """``model`` (a fresh forecaster of this tier) with the stored fit of block ``key``
         (:meth:`forecasting.tiers.base.Forecaster.load`) and the fit's fallbacks and
         warnings, or None when there is none or it cannot be trusted (noted)."""
-        from forecasting.tiers.base import ModelFileError
-
         d = self.entries.dir.parent.parent / "models" / self.name / key
         doc_p = d / "_entry.json"
         if not doc_p.exists():
@@ -304,92 +303,11 @@ class RollingCache:
                 default=_plain))
 
 
-# -- search outcomes -------------------------------------------------------------------
-def _metrics_doc(m) -> dict | None:
-    return None if m is None else {**m.model_dump(), "daily_coverage": m.daily_coverage}
-
-
-#: the fields of :class:`optimizer.tuning.SearchOutcome` that :class:`SearchCache` stores and restores
-#: (``tests/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
-OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "trials", "replay", "notes", "peers",
-                  "oracle", "recommended_policy", "searched")
-
-
-class SearchCache:
-    """Whole search outcomes per series (:func:`optimizer.tuning.search_one`), keyed by the task,
-    and tuned policies (:func:`optimizer.tuning.tune_policy`), keyed by the tuning half's inputs."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.entries = _Entries(Path(root) / "cache" / "search")
-        self.tuned = _Entries(Path(root) / "cache" / "tuning")
-
-    @staticmethod
-    def tuned_key(task) -> str:
-        """Fingerprint of :func:`optimizer.tuning.tune_key_parts` of ``task`` and the code."""
-        from optimizer.tuning import tune_key_parts
-
-        return fingerprint("tuning", tune_key_parts(task), code_fingerprint("search"))
-
-    def get_tuned(self, key: str):
-        """``(Tuned, "")``, or ``(None, reason)`` (``reason`` empty when there is no entry)."""
-        from optimizer.tuning import Tuned
-
-        got = self.tuned.read(key)
-        if got is None or isinstance(got, str):
-            return None, got or ""
-        try:
-            return Tuned(**got[1]["payload"]), ""
-        except (KeyError, TypeError) as exc:  # a document of another shape: recomputed
-            return None, f"{type(exc).__name__}: {exc}"
-
-    def put_tuned(self, key: str, tuned) -> None:
-        self.tuned.write_doc(key, dataclasses.asdict(tuned))
-
-    @staticmethod
-    def key(task) -> str:
-        """Fingerprint of a :class:`optimizer.tuning.SearchTask` and the code that runs it."""
-        return fingerprint("search", task, code_fingerprint("search"))
-
-    def get(self, key: str):
-        """``(SearchOutcome, note)``: the stored outcome (note ``""``), or ``(None, reason)``
-        (``reason`` empty when there is simply no entry)."""
-        from optimizer.oracle import OracleResult
-        from optimizer.policy import Metrics
-        from optimizer.tuning import SearchOutcome
-
-        got = self.entries.read(key)
-        if got is None or isinstance(got, str):
-            return None, got or ""
-        replay, doc = got
-        try:
-            o = doc["outcome"]
-            met = {k: None if o[k] is None else Metrics(**o[k]) for k in ("recommended", "baseline", "random",
-                                                                          "searched")}
-            oc = SearchOutcome(params=o["params"], tuning=o["tuning"], trials=o["trials"], replay=replay,
-                               notes=o["notes"], peers=None if o["peers"] is None else
-                               {k: Metrics(**v) for k, v in o["peers"].items()},
-                               oracle=None if o["oracle"] is None else OracleResult(**o["oracle"]),
-                               recommended_policy=o["recommended_policy"], **met)
-        except (KeyError, TypeError, ValueError) as exc:  # a document of another shape: recomputed
-            return None, f"{type(exc).__name__}: {exc}"
-        return oc, ""
-
-    def put(self, key: str, oc) -> None:
-        doc = {"params": oc.params, "tuning": oc.tuning, "trials": oc.trials, "notes": oc.notes,
-               "recommended": _metrics_doc(oc.recommended), "baseline": _metrics_doc(oc.baseline),
-               "random": _metrics_doc(oc.random), "searched": _metrics_doc(oc.searched),
-               "peers": None if oc.peers is None else {k: _metrics_doc(m) for k, m in oc.peers.items()},
-               "oracle": None if oc.oracle is None else oc.oracle.model_dump(),
-               "recommended_policy": oc.recommended_policy}
-        self.entries.write(key, oc.replay.reset_index(drop=True), {"outcome": doc})
-
 
 def prune(root: str | os.PathLike, keep_days: float = KEEP_DAYS) -> int:
     """Remove cache entries under ``root/cache`` last used more than ``keep_days`` ago:
     rolling, search and tuning entries (document and data file), block model folders (whole).
     Returns how many entries went."""
-    import shutil
-
     base = Path(root) / "cache"
     if not base.exists():
         return 0

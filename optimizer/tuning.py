@@ -190,7 +190,7 @@ class SearchOutcome:
 @dataclass
 class Tuned:
     """The tuning half of one series' search: everything :func:`search_one` decides on the
-    tuning window alone, in plain JSON values (:class:`capplan.cache.SearchCache` stores it).
+    tuning window alone, in plain JSON values (:class:`capplan.search_cache.SearchCache` stores it).
 
     ``params``: the tuned policy (before the plan's top-up margin, which comes from the
     evaluation window); ``tuning``: objectives on the tuning window (USD, or the daily

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capplan.cache import RollingCache, SearchCache, fingerprint, prune
+from capplan.cache import RollingCache, fingerprint, prune
+from capplan.search_cache import SearchCache
 
 SERIES = ["infer/nasa-http"]
 VOLATILE_RUN = {"run_id", "started_at", "duration_s", "stage_seconds", "models", "reuse", "published"}
@@ -136,7 +137,7 @@ def test_prune_removes_entries_unused_for_keep_days(tmp_path):
 def test_the_search_cache_stores_every_field_of_a_search_outcome():
     import dataclasses
 
-    from capplan.cache import OUTCOME_FIELDS
+    from capplan.search_cache import OUTCOME_FIELDS
     from optimizer.tuning import SearchOutcome
 
     assert {f.name for f in dataclasses.fields(SearchOutcome)} == set(OUTCOME_FIELDS)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from capplan.cache import SearchCache
+from capplan.search_cache import SearchCache
 from capplan.config import CapplanConfig
 from capplan.errors import InputError
 from capplan.executor import Failed
@@ -104,7 +104,7 @@ class CachedSearch:
 
 def search_cached(item: CachedSearch) -> tuple[SearchOutcome, str, str]:
     """``(outcome, status, note)`` of one series' search with the store's cache
-    (:class:`capplan.cache.SearchCache`): ``status`` is ``reused`` (the stored outcome of an
+    (:class:`capplan.search_cache.SearchCache`): ``status`` is ``reused`` (the stored outcome of an
     identical search task), ``tuning_reused`` (the stored tuned policy of an identical tuning
     window, :func:`optimizer.tuning.tune_policy`, replayed on the new evaluation window by
     :func:`optimizer.tuning.evaluate_policy`: the hourly case) or ``computed``
