@@ -43,6 +43,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal, TypeVar
 
+from capplan.errors import InputError
+
 T = TypeVar("T")
 R = TypeVar("R")
 ExecutorName = Literal["local", "processes", "dask"]
@@ -262,8 +264,6 @@ class DaskExecutor(Executor):
             try:
                 self.client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
             except OSError as exc:  # dask raises OSError (a TimeoutError among them) when nothing answers
-                from capplan.errors import InputError
-
                 raise InputError(
                     f"--scheduler / plan.scheduler {scheduler}: no Dask scheduler answered within "
                     f"{CONNECT_TIMEOUT_S:g} s ({type(exc).__name__}); check the address and that the scheduler is "

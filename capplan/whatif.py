@@ -27,6 +27,8 @@ import pandas as pd
 
 from capplan.config import CapplanConfig
 from capplan.report import Report, SeriesReport
+from capplan.sources.sample import sample_dir
+from capplan.store import Store
 from forecasting.types import SeriesMeta
 from optimizer.inputs import replay_input
 from optimizer.policy import Metrics
@@ -43,12 +45,8 @@ def _meta(report_series: SeriesReport, sid: str, source: str, store_root: str | 
     extra: dict = {}
     try:
         if source == "sample":
-            from capplan.sources.sample import sample_dir
-
             extra = json.loads((sample_dir() / "series.json").read_text()).get(sid, {})
         elif store_root:
-            from capplan.store import Store
-
             _, m, _ = Store(store_root).read_series(sid)
             extra = m.model_dump()
     except (KeyError, OSError, ValueError):

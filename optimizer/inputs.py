@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from forecasting.regularise import regularise
 from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-exported)
 from optimizer.calibrated import calibrated_hour_max
 from optimizer.layers import critical_ratios, period_level_lookup
@@ -48,8 +49,6 @@ def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
     when it is sampled finer than 5 minutes (the median spacing, whole seconds,
     regularised by :func:`forecasting.regularise.regularise` at that step);
     None when it is not (the 5-minute grid is then native)."""
-    from forecasting.regularise import regularise
-
     step = median_spacing(frame)
     if step is None or step >= STEP or step < pd.Timedelta("1s"):
         return None

@@ -29,16 +29,22 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 
+from capplan import atomic
+from capplan.commands.output import first_few
+from capplan.config import load_config
 from capplan.errors import EXIT_BAD_INPUT, InputError
+from capplan.validation import folder_files, validate_folder
+from optimizer.exporters import OWNED, ExportValidationError, is_own_file, render_all, write_all
+from optimizer.exporters.dispatcher_policy import read_policy
+from optimizer.exporters.problem import yaml_problem
 
 EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
 EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")
 
 
 def _existing(out_dir: Path) -> dict[str, str]:
-    from optimizer.exporters import OWNED
-
     found = {}
     for top in OWNED:
         p = out_dir / top
@@ -85,20 +91,12 @@ def register(app: typer.Typer) -> None:
         2 bad input, 1 internal failure.
         """
         import yaml
-        from pydantic import ValidationError
-
-        from capplan.config import load_config
-        from optimizer.exporters import ExportValidationError, render_all, write_all
-        from optimizer.exporters.dispatcher_policy import read_policy
-        from optimizer.exporters.problem import yaml_problem
 
         cfg = load_config(config)
         if validate is not None and (diff or policy is not None):
             raise InputError("--validate checks a folder as it is; it takes neither --diff nor --policy (run them "
                              "separately)")
         if validate is not None:
-            from capplan.validation import folder_files, validate_folder
-
             if not validate.is_dir():
                 raise InputError(f"--validate {validate}: no such folder")
             if not folder_files(validate):
@@ -137,10 +135,6 @@ def register(app: typer.Typer) -> None:
                 sys.exit(EXIT_DIFF_INTERNAL)
             typer.echo(text if text else f"no changes in {out_dir}", nl=bool(not text))
             sys.exit(EXIT_DIFFERENCES if text else 0)
-
-        from capplan import atomic
-        from capplan.commands.output import first_few
-        from optimizer.exporters import OWNED, is_own_file
 
         root = out_dir.resolve()
         try:

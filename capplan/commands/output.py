@@ -26,6 +26,8 @@ import yaml
 from rich.console import Console
 
 from capplan import atomic, jsonout
+from capplan.errors import InputError
+from optimizer.exporters import is_own_file
 
 FILE_WIDTH = 160
 
@@ -49,8 +51,6 @@ def split_ids(values: list[str] | None) -> list[str] | None:
     Raises InputError when ``--series`` was given but names no id (``--series ''``): that
     never means "every series".
     """
-    from capplan.errors import InputError
-
     if values is None or values == []:
         return None
     ids = [s.strip() for v in values for s in str(v).split(",") if s.strip()]
@@ -87,8 +87,6 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
     store), a folder holding the ``--source`` file (``csv:F`` / ``parquet:F``), or when its
     parent cannot be created or written.
     """
-    from capplan.errors import InputError
-
     p = Path(path)
     src = source_file(source)
     if src is not None and p.is_dir() and p.resolve() in src.resolve().parents:
@@ -122,16 +120,12 @@ def _foreign_files(p: Path) -> list[str]:
     if isinstance(listed, list) and listed:
         known = {str(f) for f in listed} | {"report.json"}
         return [f for f in files if f not in known]
-    from optimizer.exporters import is_own_file
-
     mine = set(PLAN_FILES) | ({"report.json"} if ours else set())  # a capplan report without a file list
     return [f for f in files if f not in mine and not is_own_file(p, f)]
 
 
 def _writable_parent(p: Path, option: str, create: bool) -> None:
     """Raise InputError unless ``p``'s folder exists (made first with ``create``) and is writable."""
-    from capplan.errors import InputError
-
     parent = p.resolve().parent
     if create:
         try:
@@ -146,8 +140,6 @@ def check_output_file(path: Path | None, source: str | None = None, config: Path
     """``--output FILE``: refuse a folder, an unwritable place, or an input of the command: the
     ``--source`` file (``csv:F`` / ``parquet:F``) or the ``--config`` file, which writing the
     result would destroy, before any work (InputError)."""
-    from capplan.errors import InputError
-
     if path is None:
         return
     p = Path(path)

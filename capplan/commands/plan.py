@@ -25,6 +25,8 @@ from capplan.console import StageProgress, err, out
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.executor import EXECUTORS
 from capplan.options import check_timezone
+from capplan.pipeline import run_plan
+from capplan.store import Store
 from capplan.report import Report, SeriesReport
 from capplan.summary import fleet_summary, summary_lines
 from capplan.table import Column, fit_table
@@ -147,9 +149,6 @@ def register(app: typer.Typer) -> None:
         A series that raises in its own task is left out and listed under `failed` in report.json; the others
         are planned and the exit code is 3.
         """
-        from capplan.pipeline import run_plan
-        from capplan.store import Store
-
         check_timezone(timezone)  # options first: before any import or read
         if not 0 <= seed < 2**32:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")

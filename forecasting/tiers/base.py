@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from forecasting.registry import library_versions
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
 
@@ -195,8 +196,6 @@ class Forecaster(ABC):
         ``series``: the series to save (default: every fitted one; a global model
         always saves itself whole). Returns the path of ``forecaster.json``.
         """
-        from forecasting.registry import library_versions
-
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         sids = sorted(self.fitted_series() if series is None or not self.per_series else
