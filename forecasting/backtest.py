@@ -99,8 +99,7 @@ def lead_cap(issued_at: pd.Series) -> np.ndarray:
     Origins on a 4-hour boundary keep the full 7 days, the others 1 hour. Every
     band is scored at many origins while the frames stay small; the 7-day band
     gets six origins a day rather than one, so its calibration
-    (:mod:`forecasting.conformal`) sees errors six times as often (issue 13:
-    "errors that arrive faster than one origin a day").
+    (:mod:`forecasting.conformal`) sees errors six times as often.
     """
     b = pd.DatetimeIndex(issued_at) + STEP
     cap = np.full(len(b), pd.Timedelta("1h").to_timedelta64())
@@ -256,7 +255,7 @@ def score(actual5: pd.Series, forecasts: pd.DataFrame, scale: float, window: tup
     return out
 
 
-#: the fast peers issue 13's accuracy target compares the combination against
+#: the fast peers the accuracy target compares the combination against
 BEST_OF = ("naive", "seasonal_naive", "prophet", "autoets")
 
 
@@ -278,7 +277,7 @@ def summarise(per_series: dict[str, dict[str, dict]], reference: str = "combined
       Hyndman & Koehler 2006 and the M4 competition;
     * ``median_ratio_to_best_peer``: median over series of ``MASE(reference)``
       divided by the lowest MASE among the models of ``best_of`` scored on that
-      series (issue 13's target: <= 0.90 at 24 h and 7 d, <= 1.0 at 1 h);
+      series (the accuracy target: <= 0.90 at 24 h and 7 d, <= 1.0 at 1 h);
       ``wins``/``losses``: series where that ratio is below/above 1.
     """
     out = {}

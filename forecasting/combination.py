@@ -43,16 +43,7 @@ No look-ahead
 
 Defaults (:data:`ETA`, :data:`HALF_LIFE`, :data:`PRIOR_NAIVE`) were chosen on
 the tuning windows of the whole embedded sample, the same values for every
-series and band (README "Results on the embedded sample").
-
-Tried in session 7 and not adopted (``benchmarks/bench_rescore.py``; median MASE
-over the best peer): half-life 1 or 7 days, a 24 h learning rate of 1 or 5, a
-prior of 0.2 on naive (tuning windows 24 h 0.935-0.964 against 0.939); stacked
-p50 weights (least absolute deviations over the simplex on the last 7 days of
-realised rows, refitted daily, shrunk toward these weights): evaluation 24 h
-1.039 against 0.994, 7 d 1.045 against 1.168, but 1.172 against 1.058 on the
-unseen traces, and not measurable at 7 d on the tuning windows (README, issue 13
-session 7).
+series and band (the alternatives tried are in ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -67,7 +58,7 @@ from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES
 
 REFERENCE = "naive"  #: the member the prior favours and losses are relative to
 #: prior weight of naive per lead band; the other members share the rest equally. At 24 h and 7 d
-#: 0.3 since the robust members joined (session 6; tuning windows, members level + revert +
+#: 0.3 with the robust members (tuning windows, members level + revert +
 #: profile: median MASE / best of {naive, seasonal-naive, default Prophet} 0.938 / 1.043 with 0.3,
 #: 0.948-0.961 / 1.053-1.080 with 0.5 and two to five robust members; 0.971 / 1.071 without them;
 #: 0.3 put one series less in [0.90, 0.98] at 24 h and at 7 d there). At 1 h the

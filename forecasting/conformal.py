@@ -7,7 +7,7 @@ Centre and offsets (per series, lead bucket and quantile level)
     empirical quantile of ``actual - centre`` over a calibration set. The
     centre is the combined ``p50`` (:data:`CENTRE`): the members' own upper
     quantiles were too wide at 24 h in the sample's backtests (idle ratio at
-    p95 0.49 against 0.32-0.35 for the naive-conformal rule, issue 13), while
+    p95 0.49 against 0.32-0.35 for the naive-conformal rule), while
     the errors of a good median, taken per lead bucket, give bands as tight as
     the median is good. ``p50`` itself is not moved.
 
@@ -17,8 +17,8 @@ Calibration set, no look-ahead (:func:`calibrate_online`)
     the spirit of Gibbs & Candès 2021). Because the set holds only rows of the
     same lead bucket it is not biased towards shorter leads.
 
-Errors that arrive sooner (issue 13: the 7-day band needs errors faster than one origin a day)
-    Both ways the issue names are used. (1) More origins: every rolling origin
+Errors that arrive sooner (the 7-day band needs errors faster than one origin a day)
+    Two ways are used. (1) More origins: every rolling origin
     on a 4-hour boundary forecasts 7 days ahead (:func:`forecasting.backtest.lead_cap`),
     six a day rather than one. (2) Short-lead errors scaled by lead time: the
     calibration set of every bucket but a band's first also holds the band's
@@ -45,8 +45,7 @@ Distribution Shift")
     largest error in the window) but, without the stop, a run of misses winds
     it up far past 1 and the band stays at the window's largest error for
     many origins after the misses end: the 24 h idle ratio at p95 rose from
-    0.461 to 0.519 on the sample's evaluation windows when the tiers changed
-    (session 5) mostly for that reason.
+    0.461 to 0.519 on the sample's evaluation windows mostly for that reason.
 
     ``ACI_GAMMA`` and ``ACI_FLOOR`` were chosen on the sample's TUNING windows
     only (never the evaluation windows), from gamma 0, 0.005, 0.02, 0.05 and
@@ -56,33 +55,7 @@ Distribution Shift")
     series in range; 24 h idle 0.370 against 0.410 for the naive-conformal
     rule). The held-out traces and the evaluation windows are README figures.
 
-Tried in session 7 and not adopted (``benchmarks/bench_rescore.py`` on the
-sample's saved member forecasts; series in [0.90, 0.98] at 24 h / 7 d and the
-24 h idle ratio at p95 against the naive-conformal rule's; current settings:
-tuning 10/13, 6/13, 0.359 vs 0.410; evaluation 7/13, 4/13, 0.466 vs 0.501;
-held-out traces 3/4, 1/4, 0.357 vs 0.329)
-    * the 7-day band borrowing the 24 h band's 12-24 h errors (known within a
-      day, scaled by ``sqrt(lead ratio)``) instead of its own 1-2-day errors:
-      tuning 10/13, 7/13; evaluation 7/13, 4/13 (``train/vcMod`` 0.67 to 0.75);
-      held-out 3/4, 1/4 with ``train/vcpDC`` 0.90 to 0.82;
-    * the longer buckets of a band calibrated from the band's first bucket's
-      last 2 days of errors only (scaled), without their own 14 days: tuning
-      11/13 at 24 h but idle 0.419 against the rule's 0.410; evaluation 12/13,
-      5/13 (7-day median coverage 0.918, below 0.93); held-out 2/4 at 24 h,
-      idle 0.392;
-    * normalised conformal scores (residuals divided by the trailing 3-day
-      standard deviation of demand at their origin, Lei et al. 2018), 24 h band:
-      tuning 10/13 at idle 0.397; on every band 7 d fell to 2/13 on evaluation;
-    * ``CAL_WINDOW`` of 3, 4, 5 or 7 days: the same counts on the tuning
-      windows (idle 0.355-0.365), evaluation 24 h 6-9/13 and 7 d 4-6/13;
-      held-out, counting the three bands together, 6 series-bands in range
-      with 4 or 5 days, 7 with 7 days, as with the current 14;
-    * ``ACI_GAMMA`` 0.1 or 0.2 for the 7-day band, 0.1 everywhere: tuning 7 d
-      6, 5, 6/13; 0.1 everywhere 9/13 at 24 h.
-    * recency-weighted conformal quantiles (weights halving every 1, 2 or 4
-      days, the test point weighted 1: Barber, Candès, Ramdas & Tibshirani
-      2023, "Conformal prediction beyond exchangeability"): tuning the same
-      counts (7 d 5-6/13) at a higher 24 h idle ratio (0.361-0.375).
+Limits
     The tuning windows cannot rank settings that differ only beyond 7 days of
     realised errors (rolling origins start at ``tune_start``), e.g. a 14-day
     against a 7-day window. Series that stay outside: over-coverers whose p50

@@ -1,4 +1,4 @@
-"""Peer forecasts scored beside capplan in the backtest (issue 13 "Peers in the backtest").
+"""Peer forecasts scored beside capplan in the backtest.
 
 What a careful engineer would use without capplan, issued at the same rolling
 origins and lead caps (:func:`forecasting.backtest.lead_cap`) as the tiers, on

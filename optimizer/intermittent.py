@@ -7,11 +7,9 @@ with no hourly top-up at all, and the first burst after it goes unmet. On the
 embedded sample (``train/vcJkd``: demand in 2 of the tuning week's 168 hours)
 and on unseen Helios traces (``train/vcira``) that choice covered 0.924 and
 0.943 of the evaluation window, below the seeds' rule; with an hourly top-up
-required the searched policies cover 0.984 and 0.951 (README, issue 12 figures of
-session 6; there the naive-conformal peer, cheaper on ``vcJkd``'s idle tuning week
-by one GPU-hour on one day, was recommended instead; since session 7 a rival must
-win by more than the days' noise, :mod:`optimizer.rivals`, and the searched
-policy is kept: regret 2.07 at coverage 0.972 against the peer's 2.67).
+required the searched policies cover 0.984 and 0.951. A rival policy must win by more
+than the days' noise (:mod:`optimizer.rivals`), so a peer cheaper on an idle tuning
+week by one GPU-hour does not replace the searched policy.
 
 **Classification.** A window is intermittent when its *average demand
 interval* (ADI: known steps per step with demand above 0) is at least

@@ -26,7 +26,7 @@ HORIZONS = ("1h", "24h", "7d")
 def backtest_document(scores: dict, notes: list[str] | None = None) -> dict:
     """Reshape pipeline scores into ``{"series": {ID: {"horizons": {h: {model: {mase, smape,
     pinball, coverage_p95, idle_ratio_p95, n}}}}}, "summary": {h: ...}, "notes": [...]}``
-    (issue 4's JSON shape, plus :func:`forecasting.backtest.summarise` of the combination
+    (plus :func:`forecasting.backtest.summarise` of the combination
     per horizon; ``notes`` e.g. a peer left out for a missing library)."""
     doc = {"series": {}, "notes": list(notes or [])}
     for sid, per_model in scores.items():

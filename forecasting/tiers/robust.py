@@ -1,6 +1,6 @@
 """Robust members of the combination: the recent median level, the last value reverting to it, a daily profile.
 
-Why (issue 13, "A combination that leaves naive when the evidence is there")
+Why (a combination that leaves naive when the evidence is there)
     GPU demand is step-shaped: it holds a level for hours or days, then jumps,
     and often falls back. Past a few hours the last value (naive) carries the
     noise of the moment it was read, while the median of the last days is a
@@ -39,7 +39,7 @@ default Prophet at 24 h / 7 d: none 0.971 / 1.071; 3-day level + 1-day
 reversion 0.961 / 1.080; those + the 7-day profile 0.938 / 1.043 (prior on
 naive 0.3; 0.5 gave 0.948-0.961 / 1.053-1.080 with two to five members); all
 nine 0.945 / 1.061. The evaluation windows and the held-out traces are README
-figures (issue 13 paragraph), never used to choose.
+figures, never used to choose.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@
 * ``growth="flat"`` and ``seasonality_mode="additive"`` by default (``"auto"``:
   multiplicative when the series is strictly positive). Chosen on the two weeks
   before the sample's evaluation windows (median MASE at 7 d over seasonal-naive's,
-  first / second week): unanchored Prophet on the hourly peak (before issue 13)
+  first / second week): unanchored Prophet on the hourly peak
   about 2.2 on the second; the last reading plus Prophet's change, linear trend,
   additive 1.23 / 1.58 (multiplicative 1.61 / 1.58); with the held-out ``b_shape``
   only 0.99 / 1.04; with ``b_shape`` and ``b_level``, linear 1.01 / 0.99, flat
