@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from optimizer.exporters import crd
+from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.policy_fields import camel_dict, human, param_problems, snake_dict
 from optimizer.exporters.schemas import default_schemas_dir
@@ -99,9 +99,9 @@ def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
 def write_crd(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
     """``crds/capplan.io_dispatcherpolicies.yaml``: the CRD that lets ``kubectl apply`` accept policy.yaml."""
     sd = ctx.settings.schemas_dir or default_schemas_dir()
-    schema = json.loads((Path(sd) / crd.SCHEMA_FILE).read_text())
-    return [Doc(f"crds/{crd.CRD_FILE}", crd.crd(schema),
-                header=f"CustomResourceDefinition of {API_VERSION} {KIND}; generated from {crd.SCHEMA_FILE}.\n"
+    schema = json.loads((Path(sd) / SCHEMA_FILE).read_text())
+    return [Doc(f"crds/{CRD_FILE}", crd(schema),
+                header=f"CustomResourceDefinition of {API_VERSION} {KIND}; generated from {SCHEMA_FILE}.\n"
                        "kubectl apply -f crds/ once, then kubectl apply -f policy.yaml")]
 
 
