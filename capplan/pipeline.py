@@ -91,8 +91,7 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
                        series_filter=list(series) if series else None, published=publish)
     # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
     target = Path(out) if store is None else store.run_dir(run_info.run_id)
-    state = PlanState(cfg, source, series, seed, timezone, progress, executor, cache_root if store is not None else None,
-                      out=target, run=run_info)
+    state = PlanState(cfg, source, series, seed, timezone, progress, executor, cache_root, out=target, run=run_info)
     report = run(PLAN, state).report
     if store is None:
         return report
