@@ -45,3 +45,12 @@ def test_smape_and_idle_ratio():
     assert metrics.smape(np.array([1.0, 0.0]), np.array([3.0, 0.0])) == pytest.approx(50.0)  # 100 and 0/0 = 0
     assert metrics.idle_ratio(np.array([1.0, 1.0]), np.array([2.0, 1.0])) == pytest.approx(1 / 3)
     assert metrics.idle_ratio(np.array([1.0]), np.array([0.0])) == 0.0
+
+
+def test_idle_ratio_counts_only_capacity_above_demand():
+    # step 1 is short by 3 GPUs (unmet demand, not idle capacity); step 2 holds 5 idle GPUs:
+    # sum(max(p - a, 0)) / sum(p) = (0 + 5) / (2 + 10); |p - a| would count the shortfall too: 8 / 12
+    demand, provisioned = np.array([5.0, 5.0]), np.array([2.0, 10.0])
+    assert metrics.idle_ratio(demand, provisioned) == pytest.approx(5 / 12)
+    # a policy that is short everywhere holds nothing idle
+    assert metrics.idle_ratio(np.array([4.0, 6.0]), np.array([3.0, 6.0])) == 0.0

@@ -113,3 +113,19 @@ def test_a_step_longer_than_the_sync_holds_its_recommendation_until_the_next_ste
     h = HPA(min_replicas=1, max_replicas=100, scale_down=NO_WINDOW_DOWN)
     assert h.step(0, 10, [1.0], 300) == 10
     assert h.step(300, 10, [0.5], 300) == 5
+
+
+def test_rate_limit_compounds_over_a_step_longer_than_its_period():
+    # Pods 1 per 60 s on a 300 s step: five consecutive periods of steady metric pass before the
+    # next evaluation, each allowing one more pod: 3 -> 8 (a single period would allow 3 -> 4)
+    one_pod = ScalingRules(0, (ScalingPolicy("Pods", 1, 60),), "Max")
+    h = HPA(min_replicas=1, max_replicas=100, scale_up=one_pod, scale_down=NO_WINDOW_DOWN)
+    assert h.step(0, 3, [20 / 3], step_seconds=300) == 8
+    # the default rules (Percent 100 and Pods 4 per 15 s, Max) on a 60 s step: four syncs,
+    # Percent doubles 2 -> 4 -> 8 -> 16 -> 32, so the wanted 20 is reached (one sync: max(2 + 4, 4) = 6)
+    h = HPA(min_replicas=1, max_replicas=100, scale_up=DEFAULT_SCALE_UP, scale_down=NO_WINDOW_DOWN)
+    assert h.step(0, 2, [10.0], step_seconds=60) == 20
+    # and down: Pods 2 per 60 s on a 180 s step: three periods, 10 -> 4 (a single period: 8)
+    two_down = ScalingRules(0, (ScalingPolicy("Pods", 2, 60),), "Max")
+    h = HPA(min_replicas=1, max_replicas=100, scale_down=two_down)
+    assert h.step(0, 10, [0.1], step_seconds=180) == 4

@@ -260,3 +260,13 @@ def test_inference_is_replayed_at_the_native_one_minute_resolution():
     assert i.demand[240] == 30.0 and np.sum(i.demand > 4.0) == 1  # the burst is one step, not averaged away
     m, _ = PEERS["reactive"].inference(i, 90, 60)
     assert m.coverage < 1.0  # a one-minute burst no reactive rule can see coming
+
+
+def test_training_limit_buys_whole_gpus_for_fractional_demand():
+    # one hour at 2.3 GPUs: the limit buys 3 whole GPUs (spot for the hour is cheapest: 3 x 0.4)
+    assert training_oracle(inp(np.full(12, 2.3))).cost_usd == pytest.approx(3 * 0.4)
+    # a hair above a whole number (float arithmetic on summed fractional shares) still needs the
+    # next whole GPU; the solver's feasibility tolerance (1e-6) would otherwise round it down to 2
+    assert training_oracle(inp(np.full(12, 2 + 5e-7))).cost_usd == pytest.approx(3 * 0.4)
+    # within 1e-9 of a whole number is that number
+    assert training_oracle(inp(np.full(12, 2 + 1e-12))).cost_usd == pytest.approx(2 * 0.4)
