@@ -56,7 +56,7 @@ Distribution Shift")
     series in range; 24 h idle 0.370 against 0.410 for the naive-conformal
     rule). The held-out traces and the evaluation windows are README figures.
 
-Tried in session 7 and not adopted (``benchmarks/bench_rescore.py`` on the
+Tried in session 7 and not adopted (``python -m benchmarks rescore`` on the
 sample's saved member forecasts; series in [0.90, 0.98] at 24 h / 7 d and the
 24 h idle ratio at p95 against the naive-conformal rule's; current settings:
 tuning 10/13, 6/13, 0.359 vs 0.410; evaluation 7/13, 4/13, 0.466 vs 0.501;

@@ -45,7 +45,7 @@ Defaults (:data:`ETA`, :data:`HALF_LIFE`, :data:`PRIOR_NAIVE`) were chosen on
 the tuning windows of the whole embedded sample, the same values for every
 series and band (README "Results on the embedded sample").
 
-Tried in session 7 and not adopted (``benchmarks/bench_rescore.py``; median MASE
+Tried in session 7 and not adopted (``python -m benchmarks rescore``; median MASE
 over the best peer): half-life 1 or 7 days, a 24 h learning rate of 1 or 5, a
 prior of 0.2 on naive (tuning windows 24 h 0.935-0.964 against 0.939); stacked
 p50 weights (least absolute deviations over the simplex on the last 7 days of

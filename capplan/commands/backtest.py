@@ -45,7 +45,7 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     (:func:`forecasting.peers.peer_forecasts`) at the evaluation window's origins, and score
     them all: the :func:`backtest_document`, with each series' evaluation window, fallbacks
     and the members carrying the combination's weight per lead bucket. Used by
-    ``capplan backtest`` and ``benchmarks/bench_accuracy.py``. With ``keep`` (a dict),
+    ``capplan backtest`` and ``python -m benchmarks accuracy``. With ``keep`` (a dict),
     ``keep["rolling"]`` receives every model's rolling forecast frame and ``keep["prep"]``
     the prepared series (history and windows), for the benchmark's diagnostics. A series that
     fails on its own (no observed value, too short to split, a failed forecast) is left out and

@@ -1,4 +1,4 @@
-"""The capacity hindsight bound (optimizer.hindsight): a diagnostic, chosen on the window it scores."""
+"""The capacity hindsight bound (benchmarks.policy_hindsight): a diagnostic, chosen on the window it scores."""
 
 from __future__ import annotations
 

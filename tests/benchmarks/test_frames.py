@@ -1,4 +1,4 @@
-"""Re-scoring the combination from saved member forecasts (forecasting.rescore)."""
+"""Re-scoring the combination from saved member forecasts (benchmarks.frames)."""
 
 from __future__ import annotations
 
