@@ -23,17 +23,18 @@ from pathlib import Path
 
 from benchmarks.results import RESULTS, Run, record
 
-#: name -> (module under benchmarks/, what it measures in one line)
+#: name -> (module under benchmarks/, what it measures in one line); module names say what they
+#: measure so that none repeats a library module's name
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "accuracy": ("accuracy", "forecast accuracy of the combination against its peers per lead band (MASE, coverage)"),
     "tier-accuracy": ("tier_accuracy", "each tier against its reference on its own horizon, from a backtest JSON"),
     "rescore": ("rescore", "the combination and calibration re-scored on saved member forecasts"),
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
-    "plan": ("plan", "seconds and peak memory per stage of one plan"),
+    "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),
     "scale": ("scale", "plan time against the number of series; Dask 1 worker against 2; warm reruns"),
-    "replay": ("replay", "replay simulator throughput (simulated steps per second)"),
-    "tiers": ("tiers", "cost of fitting the three tiers against one default Prophet fit"),
-    "prometheus": ("prometheus", "capplan's Prometheus pull against a plain query_range (needs promtool)"),
+    "replay": ("replay_speed", "replay simulator throughput (simulated steps per second)"),
+    "tiers": ("tier_fit_cost", "cost of fitting the three tiers against one default Prophet fit"),
+    "prometheus": ("prometheus_pull", "capplan's Prometheus pull against a plain query_range (needs promtool)"),
     "dag-import": ("dag_import", "import time of the Airflow DAG files (needs Airflow)"),
 }
 
