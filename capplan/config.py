@@ -67,20 +67,21 @@ class BasicAuth(BaseModel):
     """HTTP basic auth; the password is read from the env variable ``password_env``."""
 
     model_config = ConfigDict(extra="forbid")
-    username: str
-    password_env: str
+    username: str = Field(description="the basic-auth user name")
+    password_env: str = Field(description="name of the environment variable holding the password (never the password itself)")
 
 
 class PrometheusConfig(BaseModel):
     """Where and how to reach Prometheus."""
 
     model_config = ConfigDict(extra="forbid")
-    url: str
-    bearer_token_env: str | None = None
-    basic_auth: BasicAuth | None = None
-    ca_file: str | None = None
-    verify_tls: bool = True
-    timeout_s: float = Field(default=30, gt=0)
+    url: str = Field(description="base URL, http(s)://host:port[/path]; no credentials or query in it")
+    bearer_token_env: str | None = Field(default=None, description="name of the environment variable holding a "
+                                         "bearer token (never the token itself)")
+    basic_auth: BasicAuth | None = Field(default=None, description="basic auth instead of a bearer token")
+    ca_file: str | None = Field(default=None, description="PEM file of the CA that signed the server's certificate")
+    verify_tls: bool = Field(default=True, description="verify the server's TLS certificate")
+    timeout_s: float = Field(default=30, gt=0, description="deadline of each whole request, body included (seconds)")
     max_points_per_request: int = Field(default=11000, ge=100, le=11000,
                                         description="points per series per query_range (Prometheus allows 11,000)")
     retries: int = Field(default=4, ge=0, le=20, description="retries after a timeout, connection error or 5xx/429")
@@ -114,16 +115,21 @@ class SeriesConfig(BaseModel):
     """One demand series pulled from Prometheus (``query`` or ``template`` + ``selector``)."""
 
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1)
-    kind: Literal["training", "inference"] = "training"
-    unit: Literal["gpu", "replica"] = "gpu"
-    query: str | None = None
-    template: str | None = None
-    selector: dict[str, str] = Field(default_factory=dict)
-    step: str = "5m"
-    gpu_model: str = "default"
-    gpus_per_replica: float = Field(default=1.0, gt=0)
-    timezone: str = "Asia/Shanghai"
+    id: str = Field(min_length=1, description="the series id, e.g. train/team-a or infer/chat")
+    kind: Literal["training", "inference"] = Field(default="training", description="a pool of GPUs for batch "
+                                                   "jobs, or a service scaled in replicas")
+    unit: Literal["gpu", "replica"] = Field(default="gpu", description="unit of the values")
+    query: str | None = Field(default=None, description="a PromQL query (set this or template)")
+    template: str | None = Field(default=None, description="a named query (dcgm_gpu_util, dcgm_gpus_busy, "
+                                 "dcgm_fb_used_mib, dcgm_power_w, k8s_gpus_requested, k8s_deployment_replicas, "
+                                 "service_request_rate) filled with selector and params")
+    selector: dict[str, str] = Field(default_factory=dict, description="label matchers of a template, "
+                                     "e.g. {namespace: team-a}; values are escaped")
+    step: str = Field(default="5m", description="resolution of the stored history (a duration, e.g. 5m)")
+    gpu_model: str = Field(default="default", description="the price-book entry (prices:) this series is costed at")
+    gpus_per_replica: float = Field(default=1.0, gt=0, description="GPUs each replica holds (inference)")
+    timezone: str = Field(default="Asia/Shanghai", description="IANA zone of the workload's calendar: "
+                          "holidays and the local time of pre-scaling windows")
     namespace: str | None = Field(default=None, description="namespace of the workload (KEDA/HPA objects go there); "
                                   "export.targets.<id>.namespace wins")
     target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference); "
@@ -203,11 +209,15 @@ class ForecastConfig(BaseModel):
     """Tier options."""
 
     model_config = ConfigDict(extra="forbid")
-    lstm_epochs: int = Field(default=20, ge=1)
-    lstm_units: int = Field(default=32, ge=1)
-    lstm_max_windows: int = Field(default=2000, ge=16)
-    prophet_samples: int = Field(default=300, ge=50)
-    events: list[str] = Field(default_factory=list)
+    lstm_epochs: int = Field(default=20, ge=1, description="training epochs of the daily tier's LSTM (at most; "
+                             "early stopping may end sooner)")
+    lstm_units: int = Field(default=32, ge=1, description="LSTM units of the daily tier's network")
+    lstm_max_windows: int = Field(default=2000, ge=16, description="training windows the LSTM sees per fit at most "
+                                  "(an even subsample of them when there are more)")
+    prophet_samples: int = Field(default=300, ge=50, description="Prophet's uncertainty_samples: simulated paths "
+                                 "its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
+    events: list[str] = Field(default_factory=list, description="custom events the weekly tier's Prophet "
+                              "models as holidays, e.g. [\"618\", \"double11\"]")
     registry_keep: int = Field(default=5, ge=1, description="model versions kept per series and tier in the "
                                "registry (`models:`); older ones are removed after each save")
 
@@ -237,8 +247,9 @@ class PlanConfig(SearchSettings):
     """
 
     model_config = ConfigDict(extra="forbid")
-    tune_days: float = Field(default=7, gt=0)
-    eval_days: float = Field(default=7, gt=0)
+    tune_days: float = Field(default=7, gt=0, description="days of the tuning window the search replays on")
+    eval_days: float = Field(default=7, gt=0, description="days of the evaluation window (the last days of the "
+                             "history), which the search never sees; every reported figure is on it")
     executor: Literal["local", "processes", "dask"] = Field(
         default="processes", description="where the per-series work runs (capplan.executor): local (this "
         "process), processes (a pool here), dask (a dask.distributed cluster)")
@@ -279,13 +290,15 @@ class CapplanConfig(BaseModel):
     """The whole ``capplan.yaml``."""
 
     model_config = ConfigDict(extra="forbid")
-    prometheus: PrometheusConfig | None = None
-    series: list[SeriesConfig] = Field(default_factory=list)
-    store: str = ".capplan/store"
-    models: str = "models"
+    prometheus: PrometheusConfig | None = Field(default=None, description="where to pull history from "
+                                                "(capplan ingest); without it, the embedded sample")
+    series: list[SeriesConfig] = Field(default_factory=list, description="the series capplan ingest pulls")
+    store: str = Field(default=".capplan/store", description="the local store: history, runs, the cache")
+    models: str = Field(default="models", description="the model registry's folder")
     plan: PlanConfig = Field(default_factory=PlanConfig)
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
-    prices: dict[str, GpuPrice] = Field(default_factory=dict)
+    prices: dict[str, GpuPrice] = Field(default_factory=dict, description="USD per GPU-hour per GPU model, "
+                                        "replacing the built-in AWS list prices for the models named")
     export: ExportConfig = Field(default_factory=ExportConfig)
 
     @model_validator(mode="after")

@@ -36,9 +36,9 @@ _ON_DEMAND = {
 class GpuPrice(BaseModel):
     """USD per GPU-hour for one GPU model."""
 
-    on_demand: float = Field(gt=0)
-    reserved: float = Field(gt=0)
-    spot: float = Field(gt=0)
+    on_demand: float = Field(gt=0, description="on-demand price, USD per GPU-hour")
+    reserved: float = Field(gt=0, description="reserved (committed) price, USD per GPU-hour")
+    spot: float = Field(gt=0, description="spot price, USD per GPU-hour")
 
 
 def default_price_book() -> dict[str, GpuPrice]:

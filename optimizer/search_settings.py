@@ -69,12 +69,19 @@ class TrainingBounds(_Bounds):
     """Search ranges for training pools (:func:`optimizer.search.training_space`); unset = its default."""
 
     _params = TrainingParams
-    reservation_ratio: tuple[float, float] | None = None
-    headroom: tuple[float, float] | None = None
-    spot_fraction: tuple[float, float] | None = None
-    topup_headroom: tuple[float, float] | None = None
-    quantile: list[Quantile] | None = Field(default=None, min_length=1)
-    topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1)
+    reservation_ratio: tuple[float, float] | None = Field(default=None, description="[low, high] of the weekly "
+                                                          "reservation as a ratio of the forecast quantile's mean")
+    headroom: tuple[float, float] | None = Field(default=None, description="[low, high] of the daily layer's "
+                                                 "multiple of the day's forecast level")
+    spot_fraction: tuple[float, float] | None = Field(default=None, description="[low, high] of the daily "
+                                                      "layer's share bought on spot")
+    topup_headroom: tuple[float, float] | None = Field(default=None, description="[low, high] of the hourly "
+                                                       "top-up's multiple of the next hour's forecast maximum")
+    quantile: list[Quantile] | None = Field(default=None, min_length=1, description="forecast quantiles the "
+                                            "weekly and daily layers may size on")
+    topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
+                                                     "choices: none, a forecast quantile, or a calibrated level "
+                                                     "c80/c90/c95")
 
 
 class InferenceBounds(_Bounds):
@@ -82,18 +89,29 @@ class InferenceBounds(_Bounds):
     ``max_replicas`` is one number (fixed, not searched)."""
 
     _params = InferenceParams
-    target_utilization: tuple[float, float] | None = None
-    scale_up_window_s: tuple[int, int] | None = None
-    scale_down_window_s: tuple[int, int] | None = None
-    scale_up_percent: tuple[int, int] | None = None
-    scale_down_percent: tuple[int, int] | None = None
-    min_replicas: tuple[int, int] | None = None
-    prescale_lead_s: tuple[int, int] | None = None
-    prescale_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1)
-    family: list[Literal["hpa", "lookahead"]] | None = Field(default=None, min_length=1)
-    level_window_s: tuple[int, int] | None = None
-    headroom_quantile: tuple[float, float] | None = None
-    max_replicas: int | None = Field(default=None, ge=1)
+    target_utilization: tuple[float, float] | None = Field(default=None, description="[low, high] of the HPA's "
+                                                           "target GPU utilisation (ratio)")
+    scale_up_window_s: tuple[int, int] | None = Field(default=None, description="[low, high] of "
+                                                      "behavior.scaleUp.stabilizationWindowSeconds")
+    scale_down_window_s: tuple[int, int] | None = Field(default=None, description="[low, high] of "
+                                                        "behavior.scaleDown.stabilizationWindowSeconds")
+    scale_up_percent: tuple[int, int] | None = Field(default=None, description="[low, high] of the scale-up "
+                                                     "Percent policy per period")
+    scale_down_percent: tuple[int, int] | None = Field(default=None, description="[low, high] of the "
+                                                       "scale-down Percent policy per period")
+    min_replicas: tuple[int, int] | None = Field(default=None, description="[low, high] of minReplicas")
+    prescale_lead_s: tuple[int, int] | None = Field(default=None, description="[low, high] of how early a "
+                                                    "forecast peak's pre-scaling window starts (seconds)")
+    prescale_quantile: list[QuantileOrNone] | None = Field(default=None, min_length=1, description="forecast "
+                                                           "quantiles pre-scaling may use (none: no pre-scaling)")
+    family: list[Literal["hpa", "lookahead"]] | None = Field(default=None, min_length=1, description="policy "
+                                                             "families searched: hpa and/or lookahead")
+    level_window_s: tuple[int, int] | None = Field(default=None, description="[low, high] of the lookahead "
+                                                   "family's level window (seconds; 0: the last step)")
+    headroom_quantile: tuple[float, float] | None = Field(default=None, description="[low, high] of the "
+                                                          "lookahead family's quantile of its past errors")
+    max_replicas: int | None = Field(default=None, ge=1, description="maxReplicas (one number; default from "
+                                     "the peak before the tuning window)")
 
     @model_validator(mode="after")
     def _min_below_max(self):
@@ -106,8 +124,10 @@ class SearchSettings(BaseModel):
     """Policy search and replay options (see :mod:`optimizer.search` for the objective)."""
 
     model_config = ConfigDict(extra="forbid")
-    coverage_target: float = Field(default=COVERAGE_TARGET, gt=0, le=1)
-    penalty: float = Field(default=0.5, ge=0)
+    coverage_target: float = Field(default=COVERAGE_TARGET, gt=0, le=1, description="share of intervals with provisioned >= "
+                                   "demand that a policy must reach (ratio)")
+    penalty: float = Field(default=0.5, ge=0, description="weight of a coverage shortfall in the objective: "
+                           "cost + penalty x 100 x shortfall x reference cost")
     coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")
     selection_score: Literal["cost", "daily_regret_q75"] = Field(
@@ -118,14 +138,17 @@ class SearchSettings(BaseModel):
         default="lcb", description="what the search penalises: the tuning window's coverage shortfall ('window'), "
         "the mean of each day's shortfall ('daily'), or the shortfall of the window's coverage less one standard "
         "error of its daily coverages ('lcb': a margin sized by the window's own variability; see optimizer.search)")
-    n_calls: int = Field(default=30, ge=4)
+    n_calls: int = Field(default=30, ge=4, description="replays of the Gaussian-process search (and of the "
+                         "random search beside it) after the grid scan")
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
     recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
     cold_start_s: int = Field(default=90, ge=0, le=3600, description="node cold start (seeds: 90 s; at most an hour, "
                               "as the metrics lag: beyond that an autoscaler cannot follow demand at all)")
     metrics_lag_s: int = Field(default=60, ge=0, le=3600, description="age of the metrics the HPA acts on: the "
                                "metrics pipeline plus the 15 s sync period (optimizer.replay timeline)")
-    queue_unmet: bool = False
-    random_search: bool = True
+    queue_unmet: bool = Field(default=False, description="training replay: unmet demand waits in a queue and "
+                              "runs later instead of being lost")
+    random_search: bool = Field(default=True, description="also run a random search with the same budget, "
+                                "reported beside the tuned policy")
     training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)
     inference_bounds: InferenceBounds = Field(default_factory=InferenceBounds)

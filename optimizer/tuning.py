@@ -123,7 +123,7 @@ class PolicyReplay:
     def space(self, tune: ReplayInput, override: dict | None = None) -> Space:
         """The search space; for inference, ``max_replicas`` follows the peak before the tuning window.
         ``override``: bounds that replace the settings' and the short-window rule's (e.g. both inference
-        families for :mod:`optimizer.hindsight`)."""
+        families for the benchmarks' hindsight bound)."""
         if self.kind == "training":
             return training_space({**self.settings.training_bounds.as_dict(), **(override or {})})
         d = tune.demand[np.isfinite(tune.demand)]

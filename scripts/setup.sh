@@ -4,7 +4,7 @@
 #     or with sudo, and only when missing;
 #   - a virtualenv in .venv with capplan and the pinned dependencies (requirements.lock as constraints).
 # Usage: bash scripts/setup.sh [core|test|bench]   (core: just what `capplan plan` needs; bench: core plus
-#   statsforecast for the AutoETS peer in `capplan backtest` and benchmarks/bench_accuracy.py; test: everything)
+#   statsforecast for the AutoETS peer in `capplan backtest` and the accuracy benchmark; test: everything)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-core}"

@@ -46,7 +46,7 @@ def run_backtest(source: str, cfg, series: list[str] | None = None, seed: int = 
     peers at the evaluation window's origins, scores) and return the :func:`backtest_document`,
     with each series' evaluation window, fallbacks and warnings (its ledger) and the members
     carrying the combination's weight per lead bucket. Used by ``capplan backtest`` and the
-    accuracy benchmark. With ``keep`` (a dict), ``keep["rolling"]`` receives every model's
+    ``python -m benchmarks accuracy``. With ``keep`` (a dict), ``keep["rolling"]`` receives every model's
     rolling forecast frame and ``keep["prep"]`` the prepared series (history and windows), for
     the benchmark's diagnostics. A series that fails on its own (no observed value, too short to
     split, a failed forecast) is left out and listed under ``failed`` (series_id -> stage,

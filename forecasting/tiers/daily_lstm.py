@@ -24,7 +24,7 @@ multi-horizon quantile outputs):
 * the LSTM steps through the 168 hours one *day* at a time (7 steps of 24
   hours x 9 features): the daily cycle is in every step's input, and the
   recurrence is 24x shorter than an hour-by-hour pass, which is what made
-  training the cost of the three tiers (``benchmarks/bench_tiers.py``);
+  training the cost of the three tiers (``python -m benchmarks tiers``);
 * outputs: 24 x 4 quantiles (0.5, 0.9, 0.95, 0.99) of the next 24 hours' mean
   minus the last reading (same scale), trained with the pinball loss. Quantiles
   cannot cross: the head emits p50 and three non-negative increments (softplus);

@@ -54,7 +54,7 @@ class TargetSettings(BaseModel):
     name: str | None = Field(default=None, description="Deployment name (RFC 1123 label); default: the series "
                              "id's last part, sanitised")
     namespace: str | None = Field(default=None, description="namespace of the workload; default: export.namespace")
-    kind: Literal["Deployment", "StatefulSet"] = "Deployment"
+    kind: Literal["Deployment", "StatefulSet"] = Field(default="Deployment", description="kind of the workload")
     gpus_per_replica: int = Field(default=1, ge=1, description="GPUs each replica holds (scales the per-replica "
                                   "threshold of the summed DCGM utilisation)")
 
@@ -77,6 +77,11 @@ class KedaAuthSettings(BaseModel):
 
     See KEDA docs "Prometheus" scaler (``authModes``) and "Authentication"
     (``TriggerAuthentication.spec.secretTargetRef``).
+
+    * ``mode``: ``auto``, ``none``, ``bearer`` or ``basic`` (above).
+    * ``secret_name``: the Secret the TriggerAuthentication refers to (you create it).
+    * ``bearer_key``/``username_key``/``password_key``: the keys of that Secret holding the token,
+      the user name and the password.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -127,6 +132,16 @@ class ExportSettings(BaseModel):
       family's query takes each step's peak at this resolution, as a pull stores it
       (:func:`optimizer.lookahead.promql`). Default: ``prometheus.scrape_interval`` of
       ``capplan.yaml``, else :data:`DEFAULT_SCRAPE_S` (Prometheus' default, 1m).
+    * ``namespace``: the namespace of every object whose series names none (``targets``).
+    * ``pod_label``: the label holding the pod's name on ``gpu_metric`` (``exported_pod`` when
+      dcgm-exporter is scraped without honorLabels).
+    * ``polling_interval_s``/``cooldown_period_s``: KEDA ``pollingInterval`` and ``cooldownPeriod``.
+    * ``queue_weight``: Volcano ``Queue.spec.weight``.
+    * ``gpu_resource``: the extended resource name of a GPU.
+    * ``priority_classes``: write the three PriorityClasses of the preemption tiers.
+    * ``targets``: per series id, the workload its autoscaler scales (name, namespace, kind,
+      GPUs per replica).
+    * ``keda_auth``: how KEDA authenticates to Prometheus.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -1,0 +1,5 @@
+"""``python -m benchmarks NAME [options]``: see :mod:`benchmarks.runner`."""
+
+from benchmarks.runner import main
+
+main()

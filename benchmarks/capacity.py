@@ -1,0 +1,201 @@
+"""Benchmark: every policy against the perfect-foresight limit, per series, and the spread over seeds.
+
+Run: ``python -m benchmarks capacity [--forecasts OUT_DIR] [--seeds 0 1 2 3 4]
+[--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]``; ``--seeds 0 --series train/vc6YE`` for a
+quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
+them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
+
+On the embedded sample's evaluation windows, with the pipeline's own search
+stage (:func:`capplan.pipeline.search_stage`):
+
+1. per series and policy (recommended, baseline, each peer of
+   :mod:`optimizer.peers`): regret (cost / the oracle's cost,
+   :mod:`optimizer.oracle`), coverage and idle ratio, for the first seed;
+2. the targets checked on those figures (training: median regret of
+   the recommended policy <= 1.20, none above 1.5, coverage >= min(0.95,
+   baseline's), no dearer than the baseline or the reactive peer; inference:
+   median regret <= 1.30 at coverage >= 0.95, cheaper than the reactive peer);
+3. over the seeds: each series' recommended cost against its median over the
+   seeds (largest deviation, %), and the fleet's cost against the baseline's;
+4. with ``--hindsight``, per series and policy family, the cheapest policy that
+   covers >= 0.95 of the *evaluation* window, chosen on that window
+   (:mod:`benchmarks.policy_hindsight`: the training scan of :func:`optimizer.search.grid_scan`;
+   for inference both families, the ``lookahead`` one on a wider grid, and each
+   peer): **not causal**, a bound on what any selection rule over that family
+   could reach from the tuning window (the "selection gap" is the recommended
+   regret less this one).
+
+Forecasts: ``--forecasts DIR`` reuses the combined rolling-origin forecasts of a
+``capplan plan`` output folder (``backtest.parquet``) so only the search runs
+per seed; without it the forecast stage runs once (seed 0, several minutes).
+The seeds then vary the search and the spot draws, not the forecasts (the
+LSTM's seed is the forecast run's).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+
+from benchmarks import common
+from benchmarks.common import forecasts_from
+from benchmarks.policy_hindsight import hindsight_best
+from capplan import pipeline
+from capplan.config import CapplanConfig, load_config
+from optimizer.tuning import PolicyReplay
+
+
+def table(outcomes: dict, kinds: dict) -> pd.DataFrame:
+    """One row per series and policy: regret, coverage, idle ratio, cost (USD)."""
+    rows = []
+    for sid, oc in sorted(outcomes.items()):
+        reg = oc.regret()
+        pols = {"recommended": oc.recommended, "baseline": oc.baseline, **(oc.peers or {})}
+        for name, m in pols.items():
+            rows.append({"series": sid, "kind": kinds[sid], "policy": name, "regret": reg.get(name, np.nan),
+                         "coverage": m.coverage, "idle_ratio": m.idle_ratio, "cost_usd": m.cost_usd,
+                         "chosen": oc.recommended_policy if name == "recommended" else ""})
+    return pd.DataFrame(rows)
+
+
+def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
+    """The targets (module docstring, item 2) on one seed's table: (target, met, figure)."""
+    out = []
+    piv = {c: df.pivot(index="series", columns="policy", values=c) for c in ("regret", "coverage", "cost_usd")}
+    for kind, cap_med, cap_max in (("training", 1.20, 1.5), ("inference", 1.30, None)):
+        sids = sorted(df.loc[df["kind"] == kind, "series"].unique())
+        if not sids:
+            continue
+        r = piv["regret"].loc[sids]
+        cov = piv["coverage"].loc[sids]
+        cost = piv["cost_usd"].loc[sids]
+        med = float(r["recommended"].median())
+        out.append((f"{kind}: median regret of recommended <= {cap_med}", med <= cap_med, f"{med:.3f}"))
+        if cap_max is not None:
+            mx = float(r["recommended"].max())
+            out.append((f"{kind}: no regret above {cap_max}", mx <= cap_max, f"max {mx:.3f}"))
+            need = np.minimum(0.95, cov["baseline"])
+            bad = [s for s in sids if cov.at[s, "recommended"] < need[s] - 1e-9]
+            out.append((f"{kind}: coverage >= min(0.95, baseline's)", not bad, f"{len(bad)} below: {bad}"))
+            for peer in ("baseline", "reactive"):
+                bad = [s for s in sids if cost.at[s, "recommended"] > cost.at[s, peer] * (1 + 1e-9)
+                       or cov.at[s, "recommended"] < cov.at[s, peer] - 1e-9]
+                out.append((f"{kind}: no dearer than {peer} at >= its coverage, every series", not bad,
+                            f"{len(bad)} fail: {bad}"))
+                # the same on cost alone, where the recommendation meets min(0.95, the peer's coverage)
+                bad = [s for s in sids if cost.at[s, "recommended"] > cost.at[s, peer] * (1 + 1e-9)
+                       or cov.at[s, "recommended"] < min(0.95, cov.at[s, peer]) - 1e-9]
+                out.append((f"{kind}: (info) no dearer than {peer} at coverage >= min(0.95, its coverage)", not bad,
+                            f"{len(bad)} fail: {bad}"))
+        else:
+            mc = float(cov["recommended"].median())
+            out.append((f"{kind}: median coverage of recommended >= 0.95", mc >= 0.95, f"{mc:.3f}"))
+            bad = [s for s in sids if cost.at[s, "recommended"] > cost.at[s, "reactive"] * (1 + 1e-9)]
+            out.append((f"{kind}: cheaper than reactive", not bad, f"{len(bad)} fail: {bad}"))
+    return out
+
+
+def hindsight_table(prep, fc, cfg: CapplanConfig, seed: int, coverage: float = 0.95) -> pd.DataFrame:
+    """Per series and family: regret and coverage of the cheapest policy meeting ``coverage`` on the
+    evaluation window, chosen on that window (not causal; module docstring, item 4;
+    :func:`benchmarks.policy_hindsight.hindsight_best`)."""
+
+    rows = []
+    for t in pipeline.search_tasks(prep, fc, cfg, seed):
+        best = hindsight_best(PolicyReplay(t.kind, t.settings, seed), t.tune, t.evalw, coverage)
+        for fam, b in best.items():
+            rows.append({"series": t.series_id, "kind": t.kind, "family": fam, "hindsight_regret": b.regret,
+                         "coverage": b.metrics.coverage if b.metrics else np.nan, "policies": b.n_points,
+                         "params": _short(b.params)})
+    return pd.DataFrame(rows)
+
+
+def _short(params) -> str:
+    """The hindsight policy's distinguishing parameters, for the table."""
+    if not isinstance(params, dict):
+        return "" if params is None else str(params)
+    keys = (("family", "level_window_s", "headroom_quantile", "target_utilization", "scale_down_window_s")
+            if params.get("family") == "lookahead" else
+            ("family", "target_utilization", "prescale_quantile", "prescale_lead_s", "scale_down_window_s")
+            if "family" in params else
+            ("quantile", "daily_rule", "daily_cap", "headroom", "topup_quantile", "topup_headroom"))
+    return " ".join(f"{k}={params[k]}" for k in keys)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, "capacity")
+    common.add_forecasts(ap)
+    common.add_seeds(ap, [0, 1, 2, 3, 4])
+    common.add_series(ap)
+    ap.add_argument("--n-calls", type=int, default=30, help="evaluations per search (plan.n_calls)")
+    common.add_source(ap)
+    ap.add_argument("--selection", default=None, help="plan.selection_score for this run (cost, "
+                    "daily_regret_q75; default: the config's)")
+    ap.add_argument("--hindsight", action="store_true", help="also the cheapest policy per family meeting 0.95 on "
+                    "the evaluation window, chosen in hindsight (not causal; a bound for selection rules)")
+    common.add_config(ap)
+    a = ap.parse_args(argv)
+    cfg = load_config(a.config)
+    cfg.plan.n_calls = a.n_calls
+    if a.selection:
+        cfg.plan.selection_score = a.selection
+    cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
+    t0 = time.perf_counter()
+    prep = pipeline.regularise_stage(pipeline.load_stage(a.source, cfg, a.series, a.timezone), cfg)
+    if a.forecasts is not None:
+        fc = forecasts_from(a.forecasts)
+        keep = set(fc.rolling["combined"]["series_id"].unique())
+        missing = sorted(set(prep.windows) - keep)
+        if missing:
+            sys.exit(f"--forecasts {a.forecasts}: no forecasts for {', '.join(missing)}; plan them first")
+    else:
+        prep, fc = pipeline.forecast_stage(prep, cfg, 0)
+    kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
+    print(f"forecasts ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    by_seed = {}
+    for seed in a.seeds:
+        t = time.perf_counter()
+        by_seed[seed] = table(pipeline.search_stage(prep, fc, cfg, seed), kinds)
+        print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
+    first = by_seed[a.seeds[0]]
+    pd.set_option("display.width", 200)
+    pd.set_option("display.max_rows", 500)
+    print(f"\nPer series and policy, seed {a.seeds[0]} (evaluation window; regret = cost / perfect-foresight cost)")
+    print(first.to_string(index=False, float_format=lambda x: f"{x:,.3f}"))
+    print("\nMedian per kind and policy")
+    print(first.groupby(["kind", "policy"])[["regret", "coverage", "idle_ratio"]].median()
+          .to_string(float_format=lambda x: f"{x:.3f}"))
+    print("\nTargets")
+    for name, ok, fig in check_targets(first):
+        print(f"  [{'met' if ok else 'MISSED'}] {name}: {fig}")
+    if a.hindsight:
+        h = hindsight_table(prep, fc, cfg, a.seeds[0])
+        rec = first[first["policy"] == "recommended"].set_index("series")["regret"]
+        h["recommended_regret"] = h["series"].map(rec)
+        print("\nHindsight bound (NOT causal): per family, the cheapest policy covering >= 0.95 of the evaluation "
+              "window, chosen on it (peers: a family of one)")
+        print(h.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        best = h.groupby("series").agg(kind=("kind", "first"), hindsight_regret=("hindsight_regret", "min"),
+                                       recommended_regret=("recommended_regret", "first"))
+        for kind, g in best.groupby("kind"):
+            print(f"  {kind}: median over series of the best family's hindsight regret "
+                  f"{g['hindsight_regret'].median():.3f}, recommended {g['recommended_regret'].median():.3f}")
+    if len(a.seeds) > 1:
+        rec = pd.DataFrame({s: df[df["policy"] == "recommended"].set_index("series")["cost_usd"]
+                            for s, df in by_seed.items()})
+        med = rec.median(axis=1)
+        dev = (rec.sub(med, axis=0).abs().div(med.where(med > 0), axis=0) * 100).max(axis=1)
+        print(f"\nSpread over seeds {a.seeds}: recommended cost, largest deviation from the series' median (%)")
+        print(pd.DataFrame({"median_usd": med, "max_dev_pct": dev}).to_string(float_format=lambda x: f"{x:,.1f}"))
+        print(f"  series within 3 %: {int((dev.fillna(0) <= 3).sum())} of {len(dev)}")
+        for s, df in by_seed.items():
+            r = df[df["policy"] == "recommended"]["cost_usd"].sum()
+            b = df[df["policy"] == "baseline"]["cost_usd"].sum()
+            print(f"  seed {s}: fleet recommended {r:,.0f} USD vs baseline {b:,.0f} USD "
+                  f"({100 * (r / b - 1):+.1f} %){'' if r <= b else '  DEARER'}")
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+
