@@ -88,8 +88,25 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
     sel = matchers(selector or {})
     ns = matchers({"namespace": selector["namespace"]}) if selector and "namespace" in selector else ""
     p["resource"] = escape_label_value(p["resource"]) if "resource" in p else ""
+    extra["busy_terms"] = busy_terms(sel, slices=int(extra["slices_per_gpu"]))
     return t.promql.format(sel=sel, sel_c=(", " + sel) if sel else "", ns_c=(", " + ns) if ns else "",
                            **{**p, **extra})
+
+
+def busy_terms(sel: str, slices: int = 7) -> str:
+    """Per-entity busy GPU-equivalents joined with ``or`` (summed by the template): whole GPUs (no
+    ``GPU_I_PROFILE``) by ``DCGM_FI_DEV_GPU_UTIL`` / 100 (or ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where a
+    GPU emits no GPU_UTIL), each MIG instance with N compute slices (``GPU_I_PROFILE`` ``<N>g.<M>gb``)
+    by its ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` ratio x N / ``slices``. One value per entity
+    (``max by (UUID, GPU_I_ID)``), so a GPU reported under two label sets counts once. The entity
+    label sets differ (``GPU_I_ID``), so ``or`` joins them; no ``label_replace`` (engines differ on
+    it for absent labels)."""
+    c = f"{sel}, " if sel else ""
+    whole = (f'max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{{{c}GPU_I_PROFILE=""}} or '
+             f'(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{c}GPU_I_PROFILE=""}} * 100)) / 100')
+    mig = [f'max by (UUID, GPU_I_ID) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{c}GPU_I_PROFILE=~"{k}g[.].*"}}) * {k} / {slices}'
+           for k in range(1, slices + 1)]
+    return " or ".join([whole] + mig)
 
 
 def _number(template: str, name: str, text: str, lo: float, hi: float) -> float:
@@ -127,9 +144,7 @@ def _derived(template: str, p: dict[str, str]) -> dict[str, str]:
         share = mig_share(p["resource"], slices)
         n = MIG_RE.search(p["resource"])
         out["share"] = f" * {n.group(1)} / {slices}" if share != 1 else ""
-    parts = ['label_replace(vector(1), "slices", "", "", "")']
-    parts += [f'label_replace(vector({k} / {slices}), "slices", "{k}", "", "")' for k in range(1, slices)]
-    out["shares"] = "(" + " or ".join(parts) + ")"
+    out["slices_per_gpu"] = str(slices)
     if "gpus_per_workload" in p:
         out["gpus_per_workload"] = f"{_number(template, 'gpus_per_workload', p['gpus_per_workload'], 1e-3, 1e4):g}"
     return out

@@ -95,8 +95,7 @@ TEMPLATES: dict[str, Template] = {t.name: t for t in [
              "avg(" + _UTIL_PER_ENTITY + ")"),
     Template("dcgm_gpus_busy", "gpu",
              "busy GPU-equivalents: per-entity utilisation / 100, a MIG instance weighted by its share of a GPU",
-             "sum(label_replace(" + _UTIL_PER_ENTITY + ', "slices", "$1", "GPU_I_PROFILE", "([0-9]+)g[.].*") / 100 '
-             "* on(slices) group_left() {shares}) or {alive_dcgm}", dict(slices_per_gpu="7")),
+             "sum({busy_terms}) or {alive_dcgm}", dict(slices_per_gpu="7")),
     Template("dcgm_fb_used_mib", "MiB", "framebuffer used (DCGM_FI_DEV_FB_USED) per GPU entity, summed",
              "sum(max by (UUID, GPU_I_ID) (DCGM_FI_DEV_FB_USED{{{sel}}}))"),
     Template("dcgm_power_w", "W", "board power (DCGM_FI_DEV_POWER_USAGE) per GPU, summed",
