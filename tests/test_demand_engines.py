@@ -5,9 +5,11 @@ into a real Prometheus 2.x (promtool backfill) and a real VictoriaMetrics (impor
 
 from __future__ import annotations
 
-import numpy as np
+import json
+
 import pandas as pd
 import pytest
+import yaml
 
 from capplan.config import CapplanConfig
 from capplan.sources.prometheus import ingest
@@ -15,6 +17,7 @@ from capplan.store import Store
 from tests import prom_fixture as pf
 from tests import synth_cluster as sc
 from tests import vm_fixture as vf
+from tests.conftest import FAST_CONFIG, run_cli
 
 SERIES = {
     "pool/team-a": ({"template": "k8s_gpus_requested", "selector": {"namespace": "team-a"}}, "team-a"),
@@ -116,3 +119,34 @@ def test_queued_demand_reaches_the_store_in_gpus(cluster, pulled):
         got = store.read_series(sid)[0].set_index("timestamp")["value"]
         assert got.max() == truth[col].max() >= 8  # whole GPUs queued, not milli-units, not pod counts
         assert got.max() < 1000
+
+
+def test_discover_finds_every_namespace_and_queue_and_its_config_plans(cluster, engines, tmp_path, capsys):
+
+    written = tmp_path / "capplan.yaml"
+    code, out, err = run_cli(["discover", "--prometheus-url", engines["victoriametrics"], "--out", str(written),
+                              "--at", UNTIL.isoformat(), "--lookback", "2d", "--store", str(tmp_path / "store"),
+                              "--format", "json"], capsys)
+    assert code == 0, err
+    found = json.loads(out)
+    assert set(found["namespaces"]) == {"team-a", "team-b", "team-c"}
+    truth = sc.truth_per_step(cluster.truth).loc[FROM:UNTIL]
+    assert found["namespaces"]["team-c"] == {"nvidia_com_mig_1g_10gb": pytest.approx(truth["team-c"].max())}
+    assert found["namespaces"]["team-a"]["nvidia_com_gpu"] == truth["team-a"].max()
+    assert found["volcano_queues"]["q-a"] == (truth["q-a_allocated"] + truth["q-a_pending"]).max()
+    assert set(found["volcano_queues"]) == {"q-a"} and set(found["kueue_cluster_queues"]) == {"cq-b"}
+    doc = yaml.safe_load(written.read_text())
+    ids = [s["id"] for s in doc["series"]]
+    assert {"pool/team-a", "pool/team-b", "pool/team-c/mig_1g_10gb", "cluster/gpus", "volcano/q-a",
+            "volcano/q-a/pending", "kueue/cq-b", "kueue/cq-b/pending"} == set(ids)
+    code, out, err = run_cli(["ingest", "--config", str(written), "--start", FROM.isoformat(),
+                              "--end", UNTIL.isoformat(), "-q"], capsys)
+    assert code == 0, err
+    # the written config plans as written (only the fast planning settings of the test suite added)
+    fast = yaml.safe_load(FAST_CONFIG)
+    plan_cfg = tmp_path / "plan.yaml"
+    plan_cfg.write_text(yaml.safe_dump({**doc, **{k: v for k, v in fast.items() if k != "store"}}))
+    code, out, err = run_cli(["plan", "--config", str(plan_cfg), "--out", str(tmp_path / "out"), "--series",
+                              "pool/team-a,volcano/q-a/pending", "--format", "json", "-q"], capsys)
+    assert code == 0, err[-3000:]
+    assert set(json.loads(out)["series"]) == {"pool/team-a", "volcano/q-a/pending"}

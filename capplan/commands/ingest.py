@@ -14,6 +14,8 @@ from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Form
 from capplan.config import CapplanConfig, PrometheusConfig, load_config
 from capplan.errors import InputError
 from capplan.console import StageProgress, out
+from capplan.sources.prometheus import ingest as run_ingest
+from capplan.store import Store
 
 
 def render_table(results) -> Table:
@@ -47,6 +49,16 @@ def with_prometheus_url(cfg: CapplanConfig, url: str | None) -> CapplanConfig:
     return cfg
 
 
+def pull_first(cfg: CapplanConfig, ids: list[str] | None) -> None:
+    """Ingest ``ids`` (all series when None) before a plan (``plan --prometheus-url``).
+    Raises InputError when the config has no series or a pull failed (its message)."""
+    if not cfg.series:
+        raise InputError("--prometheus-url: the config has no `series:` to pull")
+    failed = [r for r in run_ingest(cfg, Store(cfg.store), series_ids=ids) if r.exit_code]
+    if failed:
+        raise InputError("--prometheus-url: " + "; ".join(r.error or r.series_id for r in failed))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("ingest")
     def ingest(
@@ -73,9 +85,6 @@ def register(app: typer.Typer) -> None:
         Prometheus rejects, refused credentials, a query with no samples); 1 Prometheus unreachable
         or failing (5xx) after the retries. A failed series keeps its previously stored history.
         """
-        from capplan.sources.prometheus import ingest as run_ingest
-        from capplan.store import Store
-
         ids = split_ids(series)
         check_output_file(output, config=config)
         cfg = with_prometheus_url(load_config(config), prometheus_url)
