@@ -161,3 +161,20 @@ def test_a_window_with_nothing_after_data_is_a_warning_not_up_to_date(tmp_path, 
     assert "pool/a" in r["warning"] and "rename" in r["warning"] and "exporter" in r["warning"]
     assert "warning: series pool/a" in err
     assert t0  # the window started after the stored data
+
+
+# -- KEDA customHeaders ------------------------------------------------------------------------------------------
+def test_keda_trigger_carries_custom_headers_for_a_tenant(tmp_path):
+    import yaml
+
+    from optimizer.exporters import write_all
+    from tests.test_exporters import PLANS
+
+    cfg = CapplanConfig.model_validate({"prometheus": {"url": "http://127.0.0.1:9090"},
+                                        "export": {"autoscaler": "keda", "custom_headers": {"X-Scope-OrgID": "team-a"}}})
+    write_all(PLANS, tmp_path, cfg.export)
+    seen = [trig["metadata"].get("customHeaders") for f in (tmp_path / "manifests").glob("*-scaledobject.yaml")
+            for trig in yaml.safe_load(f.read_text())["spec"]["triggers"] if trig["type"] == "prometheus"]
+    assert seen and set(seen) == {"X-Scope-OrgID=team-a"}
+    with pytest.raises(Exception, match="without commas"):
+        CapplanConfig.model_validate({"export": {"custom_headers": {"X-Scope-OrgID": "a,b=c"}}})
