@@ -55,13 +55,14 @@ class VMServer:
                 self.proc.wait(5)
 
 
-def start_vm(binary: str, workdir: Path, timeout: float = 30) -> VMServer:
-    """Start ``victoria-metrics`` on 127.0.0.1:<free port> with its data under ``workdir``."""
+def start_vm(binary: str, workdir: Path, timeout: float = 30, extra: tuple[str, ...] = ()) -> VMServer:
+    """Start ``victoria-metrics`` on 127.0.0.1:<free port> with its data under ``workdir``;
+    ``extra``: more flags (e.g. ``-search.maxPointsPerTimeseries=100000``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = workdir / "vm.log"
     args = [binary, f"-storageDataPath={workdir / 'data'}", "-retentionPeriod=100y",
-            f"-httpListenAddr=127.0.0.1:{port}", "-search.disableCache", "-loggerLevel=ERROR"]
+            f"-httpListenAddr=127.0.0.1:{port}", "-search.disableCache", "-loggerLevel=ERROR", *extra]
     proc = subprocess.Popen(args, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=workdir)
     url = f"http://127.0.0.1:{port}"
     t_end = time.monotonic() + timeout
