@@ -97,7 +97,8 @@ def register(app: typer.Typer) -> None:
         def rows():
             r = [{"kind": "namespace", "name": ns, "resource": res, "peak_gpus": v}
                  for ns, per in sorted(found.namespaces.items()) for res, v in sorted(per.items())]
-            r += [{"kind": "volcano_queue", "name": q, "resource": "", "peak_gpus": v} for q, v in found.volcano.items()]
+            r += [{"kind": "volcano_queue", "name": q, "resource": "", "peak_gpus": v}
+                  for q, v in found.volcano.items()]
             r += [{"kind": "kueue_cluster_queue", "name": q, "resource": "", "peak_gpus": v}
                   for q, v in found.kueue.items()]
             return r

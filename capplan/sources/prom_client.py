@@ -278,7 +278,7 @@ class PrometheusClient:
         if not isinstance(data, dict) or "result" not in data:
             raise PrometheusError("Prometheus answered 200 without data.result (not a query_range answer; "
                                   "is the URL a Prometheus server?)", bad_input=False)
-        notes = [str(w) for key in ("warnings", "infos") for w in (doc.get(key) or []) if isinstance(doc.get(key), list)]
+        notes = [str(w) for key in ("warnings", "infos") if isinstance(doc.get(key), list) for w in doc[key]]
         return Answer(data["result"], data.get("resultType"), notes)
 
     def query_range(self, query: str, start_s: int, end_s: int, step_s: int, *, series_id: str = "?") -> Answer:

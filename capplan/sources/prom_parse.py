@@ -112,7 +112,8 @@ def _labels(metric) -> str:
     return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted((metric or {}).items())) + "}"
 
 
-def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None, what: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None,
+            what: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Combine the label sets a query returned into one series.
 
     ``parts``: (labels, epoch ms, values) per label set and chunk. ``how``:

@@ -75,7 +75,8 @@ def pull_detail(client: PrometheusClient, series: SeriesConfig, start_s: int, en
 
     The query sent is :meth:`SeriesConfig.pull_query` (per-step peak or last
     value, stale samples missing). Returns :class:`Pulled`; a server's
-    ``warnings`` become notes and set ``partial_from``. Nothing is written. Raises PrometheusError (see :meth:`PrometheusClient.query_range`;
+    ``warnings`` become notes and set ``partial_from``. Nothing is written.
+    Raises PrometheusError (see :meth:`PrometheusClient.query_range`;
     a 200 answer with bad content, :func:`check_result`) or SourceError
     (overlapping label sets without an aggregation).
     """
