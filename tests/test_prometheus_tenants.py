@@ -9,13 +9,16 @@ import json
 from urllib.parse import parse_qs, urlparse
 
 import pandas as pd
+import yaml
 import pytest
 
 from capplan.config import CapplanConfig
 from capplan.sources.prometheus import ingest
 from capplan.store import Store
 from tests import prom_fixture as pf
+from optimizer.exporters import write_all
 from tests.conftest import run_cli
+from tests.test_exporters import PLANS
 from tests.test_prometheus_faults import epoch, fake_server, send
 
 DAY = pd.Timestamp("2024-03-04T00:00:00Z")
@@ -165,10 +168,6 @@ def test_a_window_with_nothing_after_data_is_a_warning_not_up_to_date(tmp_path, 
 
 # -- KEDA customHeaders ------------------------------------------------------------------------------------------
 def test_keda_trigger_carries_custom_headers_for_a_tenant(tmp_path):
-    import yaml
-
-    from optimizer.exporters import write_all
-    from tests.test_exporters import PLANS
 
     cfg = CapplanConfig.model_validate({"prometheus": {"url": "http://127.0.0.1:9090"},
                                         "export": {"autoscaler": "keda", "custom_headers": {"X-Scope-OrgID": "team-a"}}})
@@ -178,3 +177,46 @@ def test_keda_trigger_carries_custom_headers_for_a_tenant(tmp_path):
     assert seen and set(seen) == {"X-Scope-OrgID=team-a"}
     with pytest.raises(Exception, match="without commas"):
         CapplanConfig.model_validate({"export": {"custom_headers": {"X-Scope-OrgID": "a,b=c"}}})
+
+
+# -- one-off URLs and discovery through a tenant front -----------------------------------------------------------
+def test_prometheus_url_option_overrides_the_config_for_one_run(tmp_path, capsys):
+    def answer(h, q):
+        send(h, 200, body([{"metric": {}, "values": points(epoch(DAY), 13)}]))
+
+    c = tmp_path / "c.yaml"
+    c.write_text(json.dumps({"store": "s", "prometheus": {"url": "http://127.0.0.1:9", "retries": 0},
+                             "series": [{"id": "pool/a", "query": "demand"}]}))
+    with fake_server(answer) as url:
+        code, out, err = run_cli(["ingest", "--config", str(c), "--prometheus-url", url, "--start", DAY.isoformat(),
+                                  "--end", HOUR.isoformat(), "--format", "json"], capsys)
+    assert code == 0 and json.loads(out)[0]["new_points"] == 13, err
+    code, out, err = run_cli(["plan", "--config", str(c), "--prometheus-url", "http://u:p@127.0.0.1:9",
+                              "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "--prometheus-url" in err and "u:p" not in err
+
+
+def test_discover_sends_the_header_and_writes_only_its_variable_name(tmp_path, capsys):
+    seen = []
+
+    def answer(h, q):
+        seen.append(h.headers.get("X-Scope-OrgID"))
+        if "volcano_queue_request_scalar_resources" in q:
+            res = [{"metric": {"queue_name": "q-x", "resource": "nvidia.com/gpu"}, "values": [[epoch(DAY), "6"]]}]
+        else:
+            res = []
+        send(h, 200, body(res))
+
+    out_file = tmp_path / "capplan.yaml"
+    with fake_server(answer) as url:
+        code, out, err = run_cli(["discover", "--prometheus-url", url, "--header", f"X-Scope-OrgID={TENANT}",
+                                  "--out", str(out_file), "--at", DAY.isoformat()], capsys)
+    assert code == 0, err
+    assert set(seen) == {TENANT} and "q-x" in out and TENANT not in out + err + out_file.read_text()
+    doc = yaml.safe_load(out_file.read_text())
+    assert doc["prometheus"]["headers"] == {"X-Scope-OrgID": {"env": "CAPPLAN_HEADER_X_SCOPE_ORGID"}}
+    assert [s["id"] for s in doc["series"]] == ["volcano/q-x", "volcano/q-x/pending"]
+    CapplanConfig.model_validate(doc)  # a config capplan takes as written
+    with fake_server(lambda h, q: send(h, 200, body([]))) as url:
+        code, out, err = run_cli(["discover", "--prometheus-url", url, "--out", str(tmp_path / "none.yaml")], capsys)
+    assert code == 2 and "no GPU namespace" in err and not (tmp_path / "none.yaml").exists()
