@@ -240,7 +240,8 @@ def ingest_series(client: PrometheusClient, store: Store, series: SeriesConfig, 
         if old is None:
             res.status, res.exit_code = "empty", 2
             res.error = (f"series {series.id}: query {query!r} returned no samples between {res.range_start} and "
-                         f"{res.range_end}; check the selector and the range")
+                         f"{res.range_end}; check the selector and the range (a template answers 0 while its exporter "
+                         "reports, so nothing at all also means the exporter sent nothing in that range)")
         else:
             res.first, res.last = old["timestamp"].min().isoformat(), old["timestamp"].max().isoformat()
             res.status = "stopped" if chunks else "up-to-date"
