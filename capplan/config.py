@@ -71,6 +71,22 @@ class BasicAuth(BaseModel):
     password_env: str = Field(description="name of the environment variable holding the password (never the password itself)")
 
 
+class HeaderSecret(BaseModel):
+    """Where the value of one extra HTTP header (a tenant id such as Mimir's ``X-Scope-OrgID``)
+    comes from: the environment variable ``env`` or the file ``file`` (trailing newline dropped).
+    The value is treated as a secret: never in the config, never printed."""
+
+    model_config = ConfigDict(extra="forbid")
+    env: str | None = None
+    file: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if bool(self.env) == bool(self.file):
+            raise ValueError("a header value needs exactly one of env (a variable name) or file (a path)")
+        return self
+
+
 class PrometheusConfig(BaseModel):
     """Where and how to reach Prometheus."""
 
@@ -92,6 +108,11 @@ class PrometheusConfig(BaseModel):
     exported_labels: bool = Field(default=False, description="dcgm-exporter scraped without honorLabels: its "
                                   "namespace/pod/container labels arrive as exported_namespace/exported_pod/"
                                   "exported_container; used by the dcgm_* templates and the KEDA/adapter queries")
+    headers: dict[str, HeaderSecret] = Field(default_factory=dict, description="extra HTTP headers sent with "
+                                             "every request, e.g. X-Scope-OrgID: {env: MIMIR_TENANT} for Grafana "
+                                             "Mimir/Cortex tenants; values from env or file only (docs/prometheus.md)")
+    partial_response: bool = Field(default=False, description="accept Thanos partial responses; false sends "
+                                   "partial_response=false so a store that cannot answer fails the request")
 
     @field_validator("url")
     @classmethod

@@ -7,43 +7,26 @@ becomes label matchers; every value is escaped as a PromQL string literal
 cannot end the string and change the query. Label names are checked against
 the Prometheus label-name grammar ``[a-zA-Z_][a-zA-Z0-9_]*``.
 
-Templates and their units (metric names are NVIDIA dcgm-exporter's
-``DCGM_FI_*`` fields and kube-state-metrics v2 names):
-
-=====================  ===========  ==========================================================
-template               unit         what it measures
-=====================  ===========  ==========================================================
-dcgm_gpu_util          percent      mean GPU utilisation, ``DCGM_FI_DEV_GPU_UTIL`` (0-100);
-                                    where a GPU (e.g. a MIG instance) emits no GPU_UTIL, its
-                                    ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (ratio 0-1) x 100
-dcgm_gpus_busy         gpu          busy GPU-equivalents: the same per-GPU utilisation summed
-                                    and divided by 100 (a demand in GPUs)
-dcgm_fb_used_mib       MiB          framebuffer memory used, ``DCGM_FI_DEV_FB_USED`` summed
-dcgm_power_w           W            board power, ``DCGM_FI_DEV_POWER_USAGE`` summed
-k8s_gpus_requested     gpu          ``nvidia.com/gpu`` requested by Running and Pending pods
-                                    (``kube_pod_container_resource_requests`` joined with
-                                    ``kube_pod_status_phase``): running + pending demand
-k8s_deployment_replicas replica     ``kube_deployment_spec_replicas`` summed
-service_request_rate   requests/s   ``sum(rate(<metric>[<window>]))``; params ``metric``
-                                    (default ``http_requests_total``) and ``window``
-                                    (default ``5m``)
-=====================  ===========  ==========================================================
-
-Every template aggregates to one series with ``sum`` or ``avg`` at the top,
-so pod restarts and renamed labels (label-set changes) are combined by
-Prometheus itself, never dropped or double counted.
+The templates, their units and the metrics they read are in
+:mod:`capplan.promql_templates` (and docs/prometheus.md): DCGM utilisation and
+busy GPUs, kube-state-metrics requested GPUs, Volcano queue and Kueue
+ClusterQueue/LocalQueue GPUs, deployment replicas and request rates. Each
+reduces repeated series per entity before summing and answers 0 (not nothing)
+while its exporter reports.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-
 from capplan.errors import InputError
+from capplan.promql_templates import ALIVE, TEMPLATES, Template  # noqa: F401 (registry)
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DURATION_RE = re.compile(r"^(?:\d+(?:ms|s|m|h|d|w|y))+$")
+RESOURCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]{0,252}$")
+"""A Kubernetes extended-resource name such as ``nvidia.com/gpu`` or ``nvidia.com/mig-1g.10gb``."""
+MIG_RE = re.compile(r"mig[-_](\d+)g[._]")
 
 
 def escape_label_value(value: str) -> str:
@@ -67,44 +50,6 @@ def matchers(selector: dict[str, str], fixed: dict[str, str] | None = None) -> s
             raise InputError(f"selector: {k!r} is not a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")
         parts.append(f'{k}="{escape_label_value(v)}"')
     return ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class Template:
-    """A named query: ``promql`` is a ``str.format`` pattern with ``{sel}`` (matchers,
-    possibly empty), ``{sel_c}`` (``, `` + matchers, or empty), ``{ns_c}`` (the
-    selector's namespace matcher only) and the template's ``params``."""
-
-    name: str
-    unit: str
-    description: str
-    promql: str
-    params: dict[str, str] = field(default_factory=dict)
-
-
-_GPU_UTIL_PER_GPU = ("(DCGM_FI_DEV_GPU_UTIL{{{sel}}} or (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{sel}}} * 100))")
-
-TEMPLATES: dict[str, Template] = {t.name: t for t in [
-    Template("dcgm_gpu_util", "percent",
-             "mean GPU utilisation (DCGM_FI_DEV_GPU_UTIL; MIG fallback DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100)",
-             "avg(" + _GPU_UTIL_PER_GPU + ")"),
-    Template("dcgm_gpus_busy", "gpu",
-             "busy GPU-equivalents: per-GPU utilisation (as dcgm_gpu_util) summed / 100",
-             "sum(" + _GPU_UTIL_PER_GPU + ") / 100"),
-    Template("dcgm_fb_used_mib", "MiB", "framebuffer used (DCGM_FI_DEV_FB_USED)",
-             "sum(DCGM_FI_DEV_FB_USED{{{sel}}})"),
-    Template("dcgm_power_w", "W", "board power (DCGM_FI_DEV_POWER_USAGE)",
-             "sum(DCGM_FI_DEV_POWER_USAGE{{{sel}}})"),
-    Template("k8s_gpus_requested", "gpu",
-             "nvidia.com/gpu requested by Running and Pending pods (kube-state-metrics)",
-             'sum(kube_pod_container_resource_requests{{resource="nvidia_com_gpu"{sel_c}}} '
-             '* on(namespace, pod) group_left() '
-             'max by (namespace, pod) (kube_pod_status_phase{{phase=~"Running|Pending"{ns_c}}} == 1))'),
-    Template("k8s_deployment_replicas", "replica", "desired replicas of Deployments (kube-state-metrics)",
-             "sum(kube_deployment_spec_replicas{{{sel}}})"),
-    Template("service_request_rate", "requests/s", "request rate of a service: sum(rate(metric[window]))",
-             "sum(rate({metric}{{{sel}}}[{window}]))", {"metric": "http_requests_total", "window": "5m"}),
-]}
 
 
 #: dcgm-exporter's workload labels; scraped without ``honorLabels`` they arrive with an ``exported_`` prefix
@@ -133,6 +78,7 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
         allowed = ", ".join(sorted(t.params)) or "none"
         raise InputError(f"template {template!r}: unknown params {unknown}; allowed: {allowed}")
     p = {**t.params, **given}
+    extra = _derived(template, p)
     if "metric" in p and not METRIC_NAME_RE.match(p["metric"]):
         raise InputError(f"template {template!r}: params.metric {p['metric']!r} is not a metric name")
     if "window" in p and not DURATION_RE.match(p["window"]):
@@ -141,7 +87,67 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
         selector = {(f"exported_{k}" if k in WORKLOAD_LABELS else k): v for k, v in selector.items()}
     sel = matchers(selector or {})
     ns = matchers({"namespace": selector["namespace"]}) if selector and "namespace" in selector else ""
-    return t.promql.format(sel=sel, sel_c=(", " + sel) if sel else "", ns_c=(", " + ns) if ns else "", **p)
+    p["resource"] = escape_label_value(p["resource"]) if "resource" in p else ""
+    extra["busy_terms"] = busy_terms(sel, slices=int(extra["slices_per_gpu"]))
+    return t.promql.format(sel=sel, sel_c=(", " + sel) if sel else "", ns_c=(", " + ns) if ns else "",
+                           **{**p, **extra})
+
+
+def busy_terms(sel: str, slices: int = 7) -> str:
+    """Per-entity busy GPU-equivalents joined with ``or`` (summed by the template): whole GPUs (no
+    ``GPU_I_PROFILE``) by ``DCGM_FI_DEV_GPU_UTIL`` / 100 (or ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where a
+    GPU emits no GPU_UTIL), each MIG instance with N compute slices (``GPU_I_PROFILE`` ``<N>g.<M>gb``)
+    by its ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` ratio x N / ``slices``. One value per entity
+    (``max by (UUID, GPU_I_ID)``), so a GPU reported under two label sets counts once. The entity
+    label sets differ (``GPU_I_ID``), so ``or`` joins them; no ``label_replace`` (engines differ on
+    it for absent labels)."""
+    c = f"{sel}, " if sel else ""
+    whole = (f'max by (UUID, GPU_I_ID) (DCGM_FI_DEV_GPU_UTIL{{{c}GPU_I_PROFILE=""}} or '
+             f'(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{c}GPU_I_PROFILE=""}} * 100)) / 100')
+    mig = [f'max by (UUID, GPU_I_ID) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{c}GPU_I_PROFILE=~"{k}g[.].*"}}) * {k} / {slices}'
+           for k in range(1, slices + 1)]
+    return " or ".join([whole] + mig)
+
+
+def _number(template: str, name: str, text: str, lo: float, hi: float) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = float("nan")
+    if not lo <= x <= hi:
+        raise InputError(f"template {template!r}: params.{name} {text!r} must be a number from {lo:g} to {hi:g}")
+    return x
+
+
+def mig_share(resource: str, slices_per_gpu: int) -> float:
+    """GPU-equivalents of one unit of ``resource``: ``N / slices_per_gpu`` for a MIG
+    resource with ``N`` compute slices (``nvidia.com/mig-3g.40gb`` -> 3/7), else 1."""
+    m = MIG_RE.search(resource)
+    return min(int(m.group(1)) / slices_per_gpu, 1.0) if m else 1.0
+
+
+def _derived(template: str, p: dict[str, str]) -> dict[str, str]:
+    """Checked template parameters turned into the fields the patterns use: ``ksm_resource``
+    (kube-state-metrics' spelling of ``resource``), ``share`` (`` * <GPU-equivalents per
+    unit>`` or empty), ``shares`` (a vector of the GPU share per MIG slice count,
+    ``{slices="N"}`` -> N / slices_per_gpu, no label -> 1), ``gpus_per_workload`` and the
+    ``alive_*`` expressions. Raises InputError for a bad value, naming it."""
+    out = {f"alive_{k}": v for k, v in ALIVE.items()}
+    slices = int(_number(template, "slices_per_gpu", p.get("slices_per_gpu", "7"), 1, 8))
+    if slices != float(p.get("slices_per_gpu", "7")):
+        raise InputError(f"template {template!r}: params.slices_per_gpu must be a whole number (7, or 4 for A30)")
+    if "resource" in p:
+        if not RESOURCE_RE.match(p["resource"]):
+            raise InputError(f"template {template!r}: params.resource {p['resource']!r} is not a Kubernetes "
+                             "resource name such as nvidia.com/gpu or nvidia.com/mig-1g.10gb")
+        out["ksm_resource"] = re.sub(r"[^A-Za-z0-9_]", "_", p["resource"])
+        share = mig_share(p["resource"], slices)
+        n = MIG_RE.search(p["resource"])
+        out["share"] = f" * {n.group(1)} / {slices}" if share != 1 else ""
+    out["slices_per_gpu"] = str(slices)
+    if "gpus_per_workload" in p:
+        out["gpus_per_workload"] = f"{_number(template, 'gpus_per_workload', p['gpus_per_workload'], 1e-3, 1e4):g}"
+    return out
 
 
 _AGG_RE = re.compile(r"^\s*(sum|avg|min|max|count|group)\b\s*(?:(by|without)\s*\([^)]*\)\s*)?\(", re.I)

@@ -12,17 +12,27 @@ A plain ``query_range`` has two faults for capacity planning (issue 15):
 So the pull rewrites the query (:func:`step_query`):
 
 1. every **instant vector selector** ``m{...}`` becomes
-   ``last_over_time(m{...}[W])``: a sample counts only within ``W`` of its
+   ``last_over_time(m{...}[W - 1ms])``: a sample counts only within ``W`` of its
    scrape, so points after a series' last real sample are missing instead of
    repeated (range selectors ``m[5m]`` inside ``rate`` etc. are left alone:
    their window is the user's choice);
 2. with ``step_aggregation: max`` (the default) the whole expression is taken
    at a ``W`` resolution inside each step and the maximum kept:
-   ``max_over_time((Q')[step-W : W])`` — the peak of the step
-   ``(t - step, t]`` (Prometheus 2.x also counts a sample exactly at
-   ``t - step``); with ``step_aggregation: last`` the selectors look back one
+   ``max_over_time((Q')[step - 1s : W])`` — the peak of the step
+   ``(t - step, t]``; with ``step_aggregation: last`` the selectors look back one
    whole step instead (``W = step``) and no subquery is used: the last value of
    the step.
+
+**The same answer on every engine.** Prometheus 2.x selects a range ``[t - r, t]``
+closed at the left; VictoriaMetrics and Prometheus 3.x select ``(t - r, t]``
+(Prometheus 3.0 migration guide, "Range selectors and lookback exclude samples
+coinciding with the left boundary"; VictoriaMetrics MetricsQL docs, "rollup
+window"). A range one millisecond (selectors) or one second (the step's
+subquery, whose points lie on multiples of ``W``) short of a whole window
+holds the same samples under both: with scrapes every ``W`` a selector sees
+exactly one sample of each series — so a pod whose series changed labels at
+that scrape is not counted under both label sets — and the subquery sees
+exactly the ``step / W`` points of ``(t - step, t]``.
 
 ``W`` is the series' ``scrape_interval`` (default ``prometheus.scrape_interval``,
 1m, Prometheus' own default). Set it to the real scrape interval: shorter
@@ -98,7 +108,9 @@ def _modifiers(s: str, i: int) -> int:
 
 def window_selectors(query: str, fn: str, window_s: int) -> str:
     """``query`` with each instant vector selector ``sel`` (and its ``offset``/``@``)
-    replaced by ``fn(sel[<window_s>s] ...)``. Range selectors, subqueries, label
+    replaced by ``fn(sel[<window_s * 1000 - 1>ms] ...)`` (one millisecond short of the
+    window, so that a sample exactly ``window_s`` old is outside under both closed and
+    left-open range semantics; see the module docstring). Range selectors, subqueries, label
     lists (``by (...)``, ``on (...)``), strings and numbers are kept as written.
 
     Raises ValueError on unbalanced brackets or quotes.
@@ -157,7 +169,7 @@ def window_selectors(query: str, fn: str, window_s: int) -> str:
                 i = e
                 continue
             m = _modifiers(s, e)
-            out.append(f"{fn}({s[i:e]}[{window_s}s]{s[e:m]})")
+            out.append(f"{fn}({s[i:e]}[{window_s * 1000 - 1}ms]{s[e:m]})")
             i = m
         else:
             out.append(c)
@@ -180,4 +192,4 @@ def step_query(query: str, step_s: int, window_s: int, how: Literal["max", "last
     inner = window_selectors(query, "last_over_time", window_s)
     if combine:
         inner = f"{combine}({inner})"
-    return f"max_over_time(({inner})[{step_s - window_s}s:{window_s}s])"
+    return f"max_over_time(({inner})[{step_s - 1}s:{window_s}s])"

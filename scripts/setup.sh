@@ -17,13 +17,14 @@ if [ "$MODE" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
+  command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
   if [ "${#need[@]}" -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     echo "setup: installing Debian packages: ${need[*]}" >&2
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
     # the Debian package starts a system Prometheus on :9090; the tests start their own on free ports
-    (command -v systemctl >/dev/null 2>&1 && $SUDO systemctl stop prometheus 2>/dev/null) || true
+    (command -v systemctl >/dev/null 2>&1 && $SUDO systemctl stop prometheus victoria-metrics 2>/dev/null) || true
   fi
 fi
 

@@ -11,25 +11,52 @@ from rich.table import Table
 
 from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_output_file, render,
                                      split_ids)
-from capplan.config import load_config
+from capplan.config import CapplanConfig, PrometheusConfig, load_config
 from capplan.errors import InputError
 from capplan.console import StageProgress, out
+from capplan.sources.prometheus import ingest as run_ingest
+from capplan.store import Store
 
 
 def render_table(results) -> Table:
     """One row per series: status, points pulled, points stored, stored range, time."""
     t = Table(title="capplan ingest (times UTC)")
-    for col in ("series", "status", "new points", "stored points", "first", "last", "seconds"):
-        t.add_column(col, justify="right" if col in ("new points", "stored points", "seconds") else "left",
-                     no_wrap=col in ("series", "first", "last"))
+    nums = ("new points", "idle steps (0)", "missing steps", "stored points", "seconds")
+    for col in ("series", "status", "new points", "idle steps (0)", "missing steps", "stored points", "first", "last",
+                "seconds"):
+        t.add_column(col, justify="right" if col in nums else "left", no_wrap=col in ("series", "first", "last"))
 
     def short(iso):
         return iso[:16].replace("T", " ") if iso else ""
 
     for r in results:
-        t.add_row(r.series_id, r.status, f"{r.new_points:,}", f"{r.total_points:,}", short(r.first), short(r.last),
-                  f"{r.seconds:.1f}")
+        t.add_row(r.series_id, r.status, f"{r.new_points:,}", f"{r.idle_steps:,}", f"{r.missing_steps:,}",
+                  f"{r.total_points:,}", short(r.first), short(r.last), f"{r.seconds:.1f}")
     return t
+
+
+def with_prometheus_url(cfg: CapplanConfig, url: str | None) -> CapplanConfig:
+    """``cfg`` with ``prometheus.url`` set to ``url`` (``--prometheus-url``), keeping the rest
+    of ``prometheus:``, or adding ``prometheus: {url}`` when the config has none. The URL is
+    checked as ``prometheus.url`` is (no credentials in it). Raises InputError for a bad URL."""
+    if not url:
+        return cfg
+    base = cfg.prometheus.model_dump() if cfg.prometheus is not None else {}
+    try:
+        cfg.prometheus = PrometheusConfig.model_validate({**base, "url": url})
+    except ValueError as exc:
+        raise InputError(f"--prometheus-url: {str(exc).splitlines()[-1].strip()}") from None
+    return cfg
+
+
+def pull_first(cfg: CapplanConfig, ids: list[str] | None) -> None:
+    """Ingest ``ids`` (all series when None) before a plan (``plan --prometheus-url``).
+    Raises InputError when the config has no series or a pull failed (its message)."""
+    if not cfg.series:
+        raise InputError("--prometheus-url: the config has no `series:` to pull")
+    failed = [r for r in run_ingest(cfg, Store(cfg.store), series_ids=ids) if r.exit_code]
+    if failed:
+        raise InputError("--prometheus-url: " + "; ".join(r.error or r.series_id for r in failed))
 
 
 def register(app: typer.Typer) -> None:
@@ -44,19 +71,23 @@ def register(app: typer.Typer) -> None:
         fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace("series and policy", "series")),
         output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+        prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Pull from this URL instead of "
+                                                     "prometheus.url (a one-off run; credentials and headers as "
+                                                     "configured)."),
     ):
         """Pull history from Prometheus into the store, resuming where the last pull ended.
 
-        Exit codes: 0 every series pulled (or already up to date); 2 bad input (config, a query
+        Each series' idle steps (stored as 0: exporter up, nothing requested) and missing steps
+        (exporter down) are reported; a series that returned nothing after data existed is
+        ``stopped``, with a warning on stderr.
+
+        Exit codes: 0 every series pulled (or already up to date, or stopped); 2 bad input (config, a query
         Prometheus rejects, refused credentials, a query with no samples); 1 Prometheus unreachable
         or failing (5xx) after the retries. A failed series keeps its previously stored history.
         """
-        from capplan.sources.prometheus import ingest as run_ingest
-        from capplan.store import Store
-
         ids = split_ids(series)
         check_output_file(output, config=config)
-        cfg = load_config(config)
+        cfg = with_prometheus_url(load_config(config), prometheus_url)
         if cfg.prometheus is None or not cfg.series:
             missing = "prometheus:" if cfg.prometheus is None else "series:"
             raise InputError(f"{config}: no `{missing}` section; `capplan ingest` needs `prometheus: {{url: ...}}` "
@@ -82,6 +113,9 @@ def register(app: typer.Typer) -> None:
         doc = [r.as_dict() for r in results]
         render(fmt, doc, lambda: doc, lambda console: console.print(render_table(results)), out, output)
         failed = [r for r in results if r.exit_code]
+        for r in results:
+            if r.warning:
+                typer.echo(f"warning: {r.warning}", err=True)
         for r in failed:
             typer.echo(f"error: {r.error}", err=True)
         code = 0 if not failed else (2 if all(r.exit_code == 2 for r in failed) else 1)

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from pydantic import ValidationError
 
+from capplan.commands.ingest import pull_first, with_prometheus_url
 from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_out_dir, check_output_file,
                                      render, split_ids)
 from capplan.config import PlanConfig, load_config
@@ -140,6 +141,9 @@ def register(app: typer.Typer) -> None:
         reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Take rolling-origin forecasts, block fits and "
                                    "policy searches whose inputs did not change from the store's cache "
                                    "(capplan.cache; the report's `reused` says what). Same figures either way."),
+        prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="With --config: pull the series "
+                                                     "from this URL into the store first (a one-off run; "
+                                                     "`capplan ingest`), then plan from the store."),
     ):
         """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
@@ -155,7 +159,9 @@ def register(app: typer.Typer) -> None:
         ids = split_ids(series)
         check_out_dir(out_dir, source=source)
         check_output_file(output, source, config)
-        cfg = load_config(config)
+        cfg = with_prometheus_url(load_config(config), prometheus_url)
+        if prometheus_url:
+            pull_first(cfg, ids)
         if n_calls is not None:
             if n_calls < 4:
                 raise InputError("--n-calls: must be at least 4")

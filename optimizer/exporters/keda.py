@@ -137,6 +137,8 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
         "activationThreshold": quantity(s.activation_threshold_percent),
         "ignoreNullValues": "false",
     }
+    if s.custom_headers:  # KEDA Prometheus scaler `customHeaders`: name=value,name=value (e.g. a Mimir tenant)
+        md["customHeaders"] = ",".join(f"{k}={v}" for k, v in s.custom_headers.items())
     prom = {"type": "prometheus", "name": "gpu-utilization", "metricType": "AverageValue", "metadata": md}
     if s.auth_mode != "none":
         md["authModes"] = s.auth_mode

@@ -170,6 +170,22 @@ class ExportSettings(BaseModel):
     schemas_dir: str | None = Field(default=None, description="folder with the CRD schemas; default: the packaged ones")
     scrape_interval_s: int | None = Field(default=None, ge=1, le=3600, description="scrape interval of gpu_metric "
                                           "(s); default: prometheus.scrape_interval, else 60")
+    custom_headers: dict[str, str] = Field(default_factory=dict, description="headers KEDA's Prometheus scaler "
+                                           "sends (its `customHeaders` metadata), e.g. {X-Scope-OrgID: team-a} for "
+                                           "a Mimir/Cortex tenant; written in clear text into the ScaledObject, so "
+                                           "only for values that are not secret")
+
+    @field_validator("custom_headers")
+    @classmethod
+    def _custom_headers(cls, v):
+        for k, val in v.items():
+            if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", k) or k.lower() in ("authorization", "host"):
+                raise ValueError(f"custom_headers: {k!r} is not an allowed header name (Authorization goes in "
+                                 "keda_auth)")
+            if not val or re.search(r"[,=\s]", val) or not val.isprintable():
+                raise ValueError(f"custom_headers.{k}: the value must be non-empty without commas, '=' or spaces "
+                                 "(KEDA reads `name=value,name=value`)")
+        return v
 
     @field_validator("prometheus_url")
     @classmethod

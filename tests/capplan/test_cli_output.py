@@ -170,7 +170,7 @@ def test_plan_formats_output_file_and_series_flags(tmp_path, monkeypatch, capsys
     assert _cli(base + ["--format", "xml"], capsys)[0] == 2
 
 
-@pytest.mark.parametrize("cmd", ["plan", "backtest", "export", "ingest", "dashboard"])
+@pytest.mark.parametrize("cmd", ["plan", "backtest", "export", "ingest", "dashboard", "discover"])
 def test_help_shows_defaults_and_no_bool_labels(cmd, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "120")
     code, out, _ = _cli([cmd, "--help"], capsys)

@@ -197,7 +197,7 @@ def test_nan_and_inf_from_prometheus(prom):
         assert len(f) == 3 and all(check(v) for v in f["value"]), q
 
 
-def test_dcgm_templates_and_mig_factor_100(prom, prom_data):
+def test_dcgm_templates_mig_factor_100_and_gpu_share(prom, prom_data):
     client = PrometheusClient(PrometheusConfig(url=prom.url))
     n = pf.DCGM_DAYS * 1440
     v = pf.dcgm_values(prom_data.helios.iloc[:n])
@@ -212,7 +212,10 @@ def test_dcgm_templates_and_mig_factor_100(prom, prom_data):
     # whole GPUs report GPU_UTIL (percent); MIG instances only PROF_GR_ENGINE_ACTIVE (ratio) -> x 100
     per_gpu = [v["util0"], v["util1"], v["util2"], 100 * v["mig1"], 100 * v["mig2"]]
     np.testing.assert_allclose(get("dcgm_gpu_util"), np.mean(per_gpu, axis=0), rtol=1e-9)
-    np.testing.assert_allclose(get("dcgm_gpus_busy"), np.sum(per_gpu, axis=0) / 100, rtol=1e-9)
+    # busy GPU-equivalents: a MIG instance counts its share of a GPU (3g.40gb: 3 of 7 slices)
+    share = int(pf.MIG_PROFILE[0]) / 7
+    busy = (v["util0"] + v["util1"] + v["util2"]) / 100 + (v["mig1"] + v["mig2"]) * share
+    np.testing.assert_allclose(get("dcgm_gpus_busy"), busy, rtol=1e-9)
     np.testing.assert_allclose(get("dcgm_fb_used_mib"), sum(v[f"fb{g}"] for g in range(4)))
     np.testing.assert_allclose(get("dcgm_power_w"), sum(v[f"power{g}"] for g in range(4)), rtol=1e-9)
 

@@ -23,6 +23,7 @@ from optimizer.policy import InferenceParams
 from optimizer.prices import GpuPrice
 from optimizer.replay import ReplayInput
 from tests.prom_fixture import create_blocks, helios, require_prometheus, start_prometheus
+from tests.vm_fixture import require_victoria_metrics, start_vm
 
 STEP = 60
 SCRAPE = 15
@@ -59,13 +60,25 @@ def served(tmp_path_factory):
     om.write_text("\n".join(lines) + "\n")
     create_blocks(tool, om, root / "tsdb")
     srv = start_prometheus(prom, root / "tsdb", root / "prom")
-    yield srv.url, peak, ts
-    srv.stop()
+    # the 7-day error window at the 15-s scrape resolution holds ~40,000 points of one inner series: above
+    # VictoriaMetrics' default -search.maxPointsPerTimeseries (30,000), so a VictoriaMetrics serving KEDA needs it
+    # raised (docs/prometheus.md)
+    vm = start_vm(require_victoria_metrics(), root / "vm", extra=("-search.maxPointsPerTimeseries=100000",))
+    try:  # the same samples in VictoriaMetrics (its import takes millisecond timestamps)
+        vm.load("\n".join(f"{ln.rsplit(' ', 1)[0]} {int(ln.rsplit(' ', 1)[1]) * 1000}"
+                          for ln in lines if not ln.startswith("#")).encode() + b"\n")
+        yield {"prometheus": srv.url, "victoriametrics": vm.url}, peak, ts
+    finally:
+        srv.stop()
+        vm.stop()
 
 
+@pytest.mark.parametrize("engine", ["prometheus", "victoriametrics"])
 @pytest.mark.parametrize("level_window_s,quantile", [(0, 0.85), (900, 0.9), (1800, 0.7)])
-def test_promql_equals_replay_target(served, level_window_s, quantile):
-    url, demand, ts = served
+def test_promql_equals_replay_target(served, level_window_s, quantile, engine):
+    """The same exported query gives the replay's target on both engines (closed and left-open ranges)."""
+    urls, demand, ts = served
+    url = urls[engine]
     cold_s, lag_s = 90, 60
     g, d = observed_lag_steps(STEP, lag_s), cold_steps(STEP, cold_s)
     p = InferenceParams(target_utilization=0.95, family="lookahead", level_window_s=level_window_s, headroom_quantile=quantile,
