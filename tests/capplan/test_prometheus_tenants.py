@@ -18,8 +18,8 @@ from capplan.store import Store
 from tests import prom_fixture as pf
 from optimizer.exporters import write_all
 from tests.conftest import run_cli
-from tests.test_exporters import PLANS
-from tests.test_prometheus_faults import epoch, fake_server, send
+from tests.optimizer.test_exporters import PLANS
+from tests.capplan.test_prometheus_faults import epoch, fake_server, send
 
 DAY = pd.Timestamp("2024-03-04T00:00:00Z")
 HOUR = DAY + pd.Timedelta(hours=1)
