@@ -77,8 +77,8 @@ class HeaderSecret(BaseModel):
     The value is treated as a secret: never in the config, never printed."""
 
     model_config = ConfigDict(extra="forbid")
-    env: str | None = None
-    file: str | None = None
+    env: str | None = Field(default=None, description="name of the environment variable holding the header value")
+    file: str | None = Field(default=None, description="file holding the header value (trailing newline dropped)")
 
     @model_validator(mode="after")
     def _one_source(self):
