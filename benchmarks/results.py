@@ -46,13 +46,14 @@ class Run:
 
 
 def commit(repo: Path) -> str:
-    """The short commit hash of ``repo``'s HEAD, with ``+dirty`` when tracked files differ from it;
-    ``unknown`` outside a git work tree."""
+    """The short commit hash of ``repo``'s HEAD, with ``+dirty`` when tracked files other than
+    RESULTS.md itself differ from it; ``unknown`` outside a git work tree."""
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
                               text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!benchmarks/RESULTS.md"], cwd=repo, capture_output=True, text=True,
+                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
