@@ -245,6 +245,10 @@ class CapplanConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     prometheus: PrometheusConfig | None = None
+    source: Literal["prometheus", "sample"] = Field(
+        default="prometheus", description="where the scheduled jobs (capplan.jobs, airflow_dags/) read history: "
+        "prometheus (the prometheus: section or the Airflow Connection capplan_prometheus) or sample (the "
+        "embedded demo traces, used only when set here); `capplan plan` takes --source instead")
     series: list[SeriesConfig] = Field(default_factory=list)
     store: str = ".capplan/store"
     models: str = "models"
