@@ -29,7 +29,6 @@ only the *names* of environment variables that hold them.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError

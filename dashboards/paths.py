@@ -71,7 +71,7 @@ def run_folder(root: Path, rid: str) -> Path:
     """
     d = runs_dir(root)
     if d is None:
-        raise InputError(f"the store's runs/ folder is missing or a symbolic link; refused")
+        raise InputError("the store's runs/ folder is missing or a symbolic link; refused")
     if not _plain(rid):
         raise InputError("that run id is not a plain name; refused")
     run = d / rid
