@@ -5,6 +5,14 @@ fails its own task (after retries with exponential backoff) and is recorded
 as missing; the others land. Prometheus credentials come from the Airflow
 Connection ``capplan_prometheus`` (never from DAG code); the config path from
 the Variable ``capplan_config`` or env ``CAPPLAN_CONFIG``.
+
+A Connection that exists but cannot be read fails the task, naming it. Without
+a Connection and without a ``prometheus:`` section, the ingest fails, unless the
+config selects the embedded sample explicitly (``source: sample``).
+
+The history Asset (which schedules the forecast DAGs) is emitted when at least one
+series landed, with the failed ones in the event's ``extra``; when none did, the
+``record`` task fails and no event is emitted.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ def capplan_ingest():
         retry_exponential_backoff=True,
         max_retry_delay=common.INGEST_MAX_RETRY_DELAY,
         map_index_template="{{ series_label }}",
+        execution_timeout=common.TIMEOUTS["ingest"],
     )
     def ingest(series_id: str, cfg_path: str) -> dict:
         from capplan import airflow_jobs as jobs
@@ -33,7 +42,11 @@ def capplan_ingest():
     def record(results, expected: list[str], cfg_path: str) -> dict:
         from capplan import airflow_jobs as jobs
 
-        return jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
+        doc = jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
+        if not doc["ok"]:
+            raise common.nothing_succeeded("ingest", list(expected), common.HISTORY_ASSET)
+        common.asset_extra(common.HISTORY_ASSET, doc)
+        return doc
 
     common.per_series(ingest, record)
 

@@ -19,7 +19,7 @@ F = common.FORECAST_ASSETS
 
 @common.capplan_dag("capplan_plan", F["hourly"] | F["daily"] | F["weekly"], __doc__)
 def capplan_plan():
-    @task(outlets=[common.PLAN_ASSET])
+    @task(outlets=[common.PLAN_ASSET], pool=common.POOL, execution_timeout=common.TIMEOUTS["plan"])
     def plan(cfg_path: str) -> dict:
         from capplan import airflow_jobs as jobs
 

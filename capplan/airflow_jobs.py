@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -43,7 +44,8 @@ from capplan.store import Store
 from capplan.validation import validate_folder
 from forecasting.types import SeriesMeta
 
-# the env variables a Prometheus Connection's secrets are handed over in (process-local)
+# the names a Prometheus Connection's secrets are handed over under: keys of the environment mapping given to
+# the Prometheus client only (never os.environ)
 _PROM_TOKEN_ENV = "CAPPLAN_PROMETHEUS_TOKEN"
 _PROM_PASSWORD_ENV = "CAPPLAN_PROMETHEUS_PASSWORD"
 
@@ -58,26 +60,32 @@ def _store(cfg):
 
 def series_ids(config_path) -> list[str]:
     """The series the jobs work on: the config's ``series`` ids, or, when it
-    lists none and has no ``prometheus`` section, every series of the sample."""
+    lists none and selects the sample (``source: sample``), every series of the sample.
+
+    Raises JobError when it lists none and does not select the sample."""
     cfg = _cfg(config_path)
     if cfg.series:
         return [s.id for s in cfg.series]
-    if cfg.prometheus is not None:
-        raise JobError("config has a prometheus section but no series")
+    if cfg.source != "sample":
+        raise JobError("config lists no series: add `series:` (with a prometheus section or the Airflow "
+                       f"Connection {PROMETHEUS_CONN_ID!r}), or set `source: sample` to plan the embedded sample")
     return sorted(load_source("sample").meta)
 
 
 # -- ingest -----------------------------------------------------------------------
-def connection_overrides(cfg, conn: dict | None):
+def connection_overrides(cfg, conn: dict | None) -> tuple[Any, dict[str, str]]:
     """Apply an Airflow Connection (``host``/``schema``/``port``, ``login``,
-    ``password``, ``extra``) to ``cfg.prometheus`` without writing a secret anywhere:
-    the secret goes into a process-local env variable whose *name* the config holds.
+    ``password``, ``extra``) to ``cfg.prometheus`` without writing a secret anywhere.
+    Returns ``(cfg, secrets)``: the config names variables (``bearer_token_env``,
+    ``basic_auth.password_env``) that ``secrets`` holds; ``secrets`` is given to the
+    Prometheus client as its environment mapping (:func:`ingest_one`), never put into
+    ``os.environ``, so no other code of the worker sees it.
 
     ``extra`` keys: ``bearer_token`` (else ``password`` without ``login`` is a
     bearer token), ``ca_file``, ``verify_tls``, ``timeout_s``.
     """
     if not conn:
-        return cfg
+        return cfg, {}
     extra = conn.get("extra") or {}
     if isinstance(extra, str):
         extra = json.loads(extra) if extra.strip() else {}
@@ -94,28 +102,32 @@ def connection_overrides(cfg, conn: dict | None):
     if not base.get("url"):
         raise JobError(f"Airflow Connection {PROMETHEUS_CONN_ID!r} has no host and the config no prometheus.url")
     token = extra.get("bearer_token") or (conn.get("password") if not conn.get("login") else None)
+    secrets = {}
     if token:
-        os.environ[_PROM_TOKEN_ENV] = token
+        secrets[_PROM_TOKEN_ENV] = token
         base["bearer_token_env"], base["basic_auth"] = _PROM_TOKEN_ENV, None
     elif conn.get("login"):
-        os.environ[_PROM_PASSWORD_ENV] = conn.get("password") or ""
+        secrets[_PROM_PASSWORD_ENV] = conn.get("password") or ""
         base["basic_auth"] = BasicAuth(username=conn["login"], password_env=_PROM_PASSWORD_ENV).model_dump()
         base["bearer_token_env"] = None
     for k in ("ca_file", "verify_tls", "timeout_s"):
         if k in extra:
             base[k] = extra[k]
     cfg.prometheus = PrometheusConfig.model_validate(base)
-    return cfg
+    return cfg, secrets
 
 
-def ingest_one(cfg, series_id: str, store) -> dict:
+def ingest_one(cfg, series_id: str, store, secrets: dict[str, str] | None = None) -> dict:
     """Pull new history of one configured series from Prometheus into ``store``
     (:func:`capplan.sources.prometheus.ingest`: resumes after the last stored point,
-    all or nothing per series). Returns the ingest result as a dict.
+    all or nothing per series). ``secrets``: credentials from :func:`connection_overrides`,
+    read by the client on top of the environment (a copy; ``os.environ`` is not changed).
+    Returns the ingest result as a dict.
 
     Raises JobError when the pull failed (so that Airflow retries the task).
     """
-    (res,) = prom.ingest(cfg, store, series_ids=[series_id])
+    env = {**os.environ, **secrets} if secrets else None
+    (res,) = prom.ingest(cfg, store, series_ids=[series_id], env=env)
     if res.status == "failed":
         raise JobError(f"ingest {series_id}: {res.error}")
     out = res.as_dict()
@@ -126,24 +138,32 @@ def ingest_one(cfg, series_id: str, store) -> dict:
 def ingest_series(config_path, series_id: str, conn: dict | None = None) -> dict:
     """Bring one series' history into the store.
 
-    Without a ``prometheus`` section (and no Connection) the series is copied
-    from the embedded sample (a deterministic refresh, for demos and tests);
-    otherwise :func:`ingest_one` pulls it.
+    With ``source: sample`` in the config the series is copied from the embedded
+    sample (a deterministic refresh, for demos and tests); otherwise
+    :func:`ingest_one` pulls it from Prometheus (the config's ``prometheus:``
+    section, overridden by the Airflow Connection ``conn``).
 
-    Raises KeyError / InputError for a series that cannot be found.
+    Raises JobError when there is no Prometheus to pull from (no section, no
+    Connection) and the config does not select the sample; InputError for a series
+    that cannot be found.
     """
-    cfg = connection_overrides(_cfg(config_path), conn)
+    cfg = _cfg(config_path)
     store = _store(cfg)
-    if cfg.prometheus is None:
+    if cfg.source == "sample":
         loaded = load_source("sample")
         f = loaded.frame[loaded.frame["series_id"] == series_id]
         if f.empty:
-            raise InputError(f"series {series_id!r}: not in the sample (no prometheus section in the config)")
+            raise InputError(f"series {series_id!r}: not in the embedded sample (the config selects `source: sample`)")
         meta = loaded.meta.get(series_id, SeriesMeta())
         store.write_series(series_id, f, meta, state={"source": "sample"})
         return {"series_id": series_id, "rows": int(len(f)), "source": "sample",
                 "last_timestamp": f["timestamp"].max().isoformat()}
-    res = ingest_one(cfg, series_id, store)
+    cfg, secrets = connection_overrides(cfg, conn)
+    if cfg.prometheus is None:
+        raise JobError(f"series {series_id!r}: no Prometheus to ingest from: the Airflow Connection "
+                       f"{PROMETHEUS_CONN_ID!r} is not defined and the config has no prometheus: section; define "
+                       "one, or set `source: sample` in the config to use the embedded demo data")
+    res = ingest_one(cfg, series_id, store, secrets)
     last = store.last_timestamp(series_id)
     return {"series_id": series_id, "source": "prometheus", **res,
             "last_timestamp": last.isoformat() if last is not None else None}

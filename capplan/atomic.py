@@ -14,6 +14,10 @@ place of a good one (DESIGN.md "Store").
   removes those of this host whose process is gone, and :func:`replace_dir`
   calls it on the target's folder (the ``--out`` parent, the store's ``runs/``)
   before each swap. Temporaries of live processes or other hosts are kept.
+* A full disk or an exceeded quota (``ENOSPC``, ``EDQUOT``) during any of these is a
+  :class:`DiskFullError` (an :class:`capplan.errors.InputError`, CLI exit 2) whose one
+  line names the folder, the space needed and the space free; the temporary is removed
+  and the previous file or folder stays in place.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pandas as pd
+
+from capplan.diskfull import DiskFullError, disk_full_error, is_disk_full, tree_bytes  # noqa: F401 (re-exported)
 
 def _umask() -> int:
     m = os.umask(0)
     os.umask(m)
     return m
-
-import pandas as pd
 
 
 _STALE_RE = re.compile(r"^\..+\.(?P<host>[A-Za-z0-9_-]+)~(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -82,18 +87,22 @@ def _parent_made(path: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def _renamed_onto(target: Path, tmp: Path):
+def _renamed_onto(target: Path, tmp: Path, needed: int | None = None):
     """Yield ``tmp`` (a file beside ``target``) to be written; then ``fsync`` it and
     rename it onto ``target``. On an exception ``tmp`` is removed and ``target``
-    is untouched."""
+    is untouched; a full disk becomes :class:`DiskFullError` (``needed``: the bytes
+    to write, if known)."""
     try:
         yield tmp
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
+        written = tree_bytes(tmp)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if is_disk_full(exc):
+            raise disk_full_error(target.parent, max(needed or 0, written) or None) from None
         raise
 
 
@@ -102,7 +111,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     p = _parent_made(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.{_owner()}.", suffix=".tmp", dir=p.parent)
     os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; the result is an ordinary file
-    with _renamed_onto(p, Path(tmp)), os.fdopen(fd, "wb") as fh:
+    with _renamed_onto(p, Path(tmp), len(data)), os.fdopen(fd, "wb") as fh:
         fh.write(data)
     return p
 
@@ -115,7 +124,8 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 def write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
     """Atomically write a frame as Parquet (zstd)."""
     p = _parent_made(path)
-    with _renamed_onto(p, p.with_name(f".{p.name}.{_owner()}.{uuid.uuid4().hex}.tmp")) as tmp:
+    old = p.stat().st_size if p.is_file() else None  # the file it replaces: a fair guess of the size
+    with _renamed_onto(p, p.with_name(f".{p.name}.{_owner()}.{uuid.uuid4().hex}.tmp"), old) as tmp:
         frame.to_parquet(tmp, index=False, compression="zstd")
     return p
 
@@ -124,7 +134,9 @@ def write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> Path:
 def replace_dir(final: str | os.PathLike):
     """Context manager yielding a temporary folder that replaces ``final`` on success.
 
-    On an exception the temporary folder is removed and ``final`` is untouched.
+    On an exception the temporary folder is removed and ``final`` is untouched; a full
+    disk becomes :class:`DiskFullError` (the space needed: what was written before the
+    disk filled, or the size of the folder it replaces, whichever is larger).
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -138,8 +150,11 @@ def replace_dir(final: str | os.PathLike):
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield tmp
-    except BaseException:
+    except BaseException as exc:
+        written = tree_bytes(tmp) if is_disk_full(exc) else 0
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_disk_full(exc):
+            raise disk_full_error(final.parent, max(written, tree_bytes(final)) or None) from None
         raise
     old = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
     if final.exists():

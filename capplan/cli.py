@@ -1,15 +1,20 @@
 """The ``capplan`` command line (typer). Each subcommand lives in
 ``capplan/commands/<name>.py`` and registers itself on :data:`app`.
 
-Exit codes: 0 success, 2 bad input (one line naming the input), 1 internal
-failure.
+Exit codes: 0 success, 2 bad input (one line naming the input) or a full disk
+(``ENOSPC``/``EDQUOT``: one line naming the folder and the space needed), 1
+internal failure.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import typer
+
+from capplan.diskfull import disk_full_error, is_disk_full
 
 from capplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, InputError
 
@@ -66,6 +71,17 @@ def _register() -> None:
         mod.register(app)
 
 
+def _failed_folder(exc: BaseException) -> Path:
+    """The folder of the file an OSError (or one it was raised from) names, else the working folder."""
+    while exc is not None:
+        name = getattr(exc, "filename", None)
+        if isinstance(name, (str, os.PathLike)):
+            p = Path(name)
+            return p if p.is_dir() else p.parent
+        exc = exc.__cause__ or exc.__context__
+    return Path.cwd()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: maps errors to exit codes."""
     _register()
@@ -89,6 +105,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(exc.exit_code)
         if type(exc).__name__ in ("Exit", "NoArgsIsHelpError") and hasattr(exc, "exit_code"):
             sys.exit(exc.exit_code or 0)
+        if is_disk_full(exc):  # a write outside capplan.atomic (e.g. a library's own file)
+            typer.echo(f"error: {disk_full_error(_failed_folder(exc), None)}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
         typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INTERNAL)
     # with standalone_mode=False click returns the code of typer.Exit(n) instead of raising

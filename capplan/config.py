@@ -21,121 +21,34 @@ Example (every key is optional except where noted; see the README)::
     prices:
       A100-80GB: {on_demand: 5.12, reserved: 3.07, spot: 2.05}
 
-YAML is read with ``yaml.safe_load``. Secrets are never stored in the file:
+YAML is read within bounds (size, nesting, alias expansion; :mod:`capplan.config_yaml`) with
+PyYAML's safe constructor, and every number must be finite. Secrets are never stored in the file:
 only the *names* of environment variables that hold them.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from capplan.errors import InputError, looks_like_name
-from optimizer.exporters.problem import yaml_problem
-from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
+from capplan.config_prometheus import BasicAuth, HeaderSecret, PrometheusConfig, parse_duration  # noqa: F401 (re-exported)
+from capplan.config_yaml import describe, read_yaml
+from capplan.errors import InputError
+from forecasting.calendar import CUSTOM_EVENTS
+from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.prices import GpuPrice, default_price_book
 from forecasting.tiers import available, tier_options
 from optimizer.search_settings import SearchSettings
 
 
-_DUR_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-def parse_duration(text: str) -> int:
-    """A Prometheus duration (``30s``, ``5m``, ``1h30m``, ``30d``) in whole seconds (>= 1).
-
-    Raises ValueError for anything else.
-    """
-    import re
-
-    t = str(text).strip()
-    parts = re.findall(r"(\d+)(ms|s|m|h|d|w|y)", t)
-    if not t or "".join(n + u for n, u in parts) != t:
-        raise ValueError(f"{text!r} is not a duration such as 30s, 5m, 1h or 30d")
-    secs = sum(int(n) * _DUR_UNITS[u] for n, u in parts)
-    if secs < 1 or secs != int(secs):
-        raise ValueError(f"{text!r}: must be a whole number of seconds, at least 1s")
-    return int(secs)
-
-
-class BasicAuth(BaseModel):
-    """HTTP basic auth; the password is read from the env variable ``password_env``."""
-
-    model_config = ConfigDict(extra="forbid")
-    username: str = Field(description="the basic-auth user name")
-    password_env: str = Field(description="name of the environment variable holding the password (never the password itself)")
-
-
-class HeaderSecret(BaseModel):
-    """Where the value of one extra HTTP header (a tenant id such as Mimir's ``X-Scope-OrgID``)
-    comes from: the environment variable ``env`` or the file ``file`` (trailing newline dropped).
-    The value is treated as a secret: never in the config, never printed."""
-
-    model_config = ConfigDict(extra="forbid")
-    env: str | None = Field(default=None, description="name of the environment variable holding the header value")
-    file: str | None = Field(default=None, description="file holding the header value (trailing newline dropped)")
-
-    @model_validator(mode="after")
-    def _one_source(self):
-        if bool(self.env) == bool(self.file):
-            raise ValueError("a header value needs exactly one of env (a variable name) or file (a path)")
-        return self
-
-
-class PrometheusConfig(BaseModel):
-    """Where and how to reach Prometheus."""
-
-    model_config = ConfigDict(extra="forbid")
-    url: str = Field(description="base URL, http(s)://host:port[/path]; no credentials or query in it")
-    bearer_token_env: str | None = Field(default=None, description="name of the environment variable holding a "
-                                         "bearer token (never the token itself)")
-    basic_auth: BasicAuth | None = Field(default=None, description="basic auth instead of a bearer token")
-    ca_file: str | None = Field(default=None, description="PEM file of the CA that signed the server's certificate")
-    verify_tls: bool = Field(default=True, description="verify the server's TLS certificate")
-    timeout_s: float = Field(default=30, gt=0, description="deadline of each whole request, body included (seconds)")
-    max_points_per_request: int = Field(default=11000, ge=100, le=11000,
-                                        description="points per series per query_range (Prometheus allows 11,000)")
-    retries: int = Field(default=4, ge=0, le=20, description="retries after a timeout, connection error or 5xx/429")
-    backoff_s: float = Field(default=1.0, ge=0, description="first retry wait; doubles per retry, capped at 30 s")
-    default_lookback: str = Field(default="30d", description="range of a first pull when --start is not given")
-    scrape_interval: str = Field(default="1m", description="how long a sample counts as current (Prometheus' "
-                                 "default scrape interval); later points are missing, not repeated (capplan.promql_steps)")
-    exported_labels: bool = Field(default=False, description="dcgm-exporter scraped without honorLabels: its "
-                                  "namespace/pod/container labels arrive as exported_namespace/exported_pod/"
-                                  "exported_container; used by the dcgm_* templates and the KEDA/adapter queries")
-    headers: dict[str, HeaderSecret] = Field(default_factory=dict, description="extra HTTP headers sent with "
-                                             "every request, e.g. X-Scope-OrgID: {env: MIMIR_TENANT} for Grafana "
-                                             "Mimir/Cortex tenants; values from env or file only (docs/prometheus.md)")
-    partial_response: bool = Field(default=False, description="accept Thanos partial responses; false sends "
-                                   "partial_response=false so a store that cannot answer fails the request")
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, v):
-        return check_prometheus_url(v)
-
-    @field_validator("default_lookback", "scrape_interval")
-    @classmethod
-    def _lookback(cls, v):
-        parse_duration(v)
-        return v
-
-    @model_validator(mode="after")
-    def _one_auth(self):
-        if self.bearer_token_env and self.basic_auth:
-            raise ValueError("set either bearer_token_env or basic_auth, not both")
-        return self
-
-
 class SeriesConfig(BaseModel):
     """One demand series pulled from Prometheus (``query`` or ``template`` + ``selector``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     id: str = Field(min_length=1, description="the series id, e.g. train/team-a or infer/chat")
     kind: Literal["training", "inference"] = Field(default="training", description="a pool of GPUs for batch "
                                                    "jobs, or a service scaled in replicas")
@@ -162,6 +75,16 @@ class SeriesConfig(BaseModel):
         default="max", description="what one stored point holds: the peak of its step (capacity must cover "
         "peaks) or the last value of the step (capplan.promql_steps)")
     scrape_interval: str | None = Field(default=None, description="overrides prometheus.scrape_interval")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v):
+        """An IANA zone name the forecasting calendar can use (``Asia/Shanghai``, ``UTC``)."""
+        try:
+            ZoneInfo(v)
+        except (ValueError, KeyError, OSError, ZoneInfoNotFoundError):
+            raise ValueError("not an IANA time zone name such as Asia/Shanghai or UTC") from None
+        return v
 
     @model_validator(mode="after")
     def _query_or_template(self):
@@ -226,21 +149,38 @@ class SeriesConfig(BaseModel):
         return parse_duration(self.step)
 
 
+def _event_name(v):
+    """A ``forecast.events`` entry: a name of :data:`forecasting.calendar.CUSTOM_EVENTS` (YAML reads
+    ``618`` as a number). Raises ValueError for anything else."""
+    if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) in CUSTOM_EVENTS:
+        return str(v)
+    raise ValueError(f"not a known event; known: {', '.join(sorted(CUSTOM_EVENTS))}")
+
+
 class ForecastConfig(BaseModel):
     """Tier options."""
 
-    model_config = ConfigDict(extra="forbid")
-    lstm_epochs: int = Field(default=20, ge=1, description="training epochs of the daily tier's LSTM (at most; "
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    lstm_epochs: int = Field(default=20, ge=1, le=1000, description="training epochs of the daily tier's LSTM (at most; "
                              "early stopping may end sooner)")
-    lstm_units: int = Field(default=32, ge=1, description="LSTM units of the daily tier's network")
-    lstm_max_windows: int = Field(default=2000, ge=16, description="training windows the LSTM sees per fit at most "
-                                  "(an even subsample of them when there are more)")
-    prophet_samples: int = Field(default=300, ge=50, description="Prophet's uncertainty_samples: simulated paths "
-                                 "its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
-    events: list[str] = Field(default_factory=list, description="custom events the weekly tier's Prophet "
-                              "models as holidays, e.g. [\"618\", \"double11\"]")
-    registry_keep: int = Field(default=5, ge=1, description="model versions kept per series and tier in the "
+    lstm_units: int = Field(default=32, ge=1, le=1024, description="LSTM units of the daily tier's network")
+    lstm_max_windows: int = Field(default=2000, ge=16, le=1_000_000, description="training windows the LSTM sees per "
+                                  "fit at most (an even subsample of them when there are more)")
+    prophet_samples: int = Field(default=300, ge=50, le=10_000, description="Prophet's uncertainty_samples: simulated "
+                                 "paths its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
+    events: list[Annotated[str, BeforeValidator(_event_name)]] = Field(
+        default_factory=list, max_length=len(CUSTOM_EVENTS),
+        description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
+        "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
+    registry_keep: int = Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in the "
                                "registry (`models:`); older ones are removed after each save")
+
+    @field_validator("events")
+    @classmethod
+    def _once(cls, v):
+        if len(set(v)) < len(v):
+            raise ValueError("an event is listed twice")
+        return v
 
     def registry(self, root: str):
         """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
@@ -267,10 +207,10 @@ class PlanConfig(SearchSettings):
           inference_bounds: {min_replicas: [1, 4], max_replicas: 40}
     """
 
-    model_config = ConfigDict(extra="forbid")
-    tune_days: float = Field(default=7, gt=0, description="days of the tuning window the search replays on")
-    eval_days: float = Field(default=7, gt=0, description="days of the evaluation window (the last days of the "
-                             "history), which the search never sees; every reported figure is on it")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    tune_days: float = Field(default=7, gt=0, le=366, description="days of the tuning window the search replays on")
+    eval_days: float = Field(default=7, gt=0, le=366, description="days of the evaluation window (the last days of "
+                             "the history), which the search never sees; every reported figure is on it")
     executor: Literal["local", "processes", "dask"] = Field(
         default="processes", description="where the per-series work runs (capplan.executor): local (this "
         "process), processes (a pool here), dask (a dask.distributed cluster)")
@@ -310,9 +250,13 @@ class ExportConfig(ExportSettings):
 class CapplanConfig(BaseModel):
     """The whole ``capplan.yaml``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     prometheus: PrometheusConfig | None = Field(default=None, description="where to pull history from "
                                                 "(capplan ingest); without it, the embedded sample")
+    source: Literal["prometheus", "sample"] = Field(
+        default="prometheus", description="where the scheduled jobs (capplan.airflow_jobs, airflow_dags/) read history: "
+        "prometheus (the prometheus: section or the Airflow Connection capplan_prometheus) or sample (the "
+        "embedded demo traces, used only when set here); `capplan plan` takes --source instead")
     series: list[SeriesConfig] = Field(default_factory=list, description="the series capplan ingest pulls")
     store: str = Field(default=".capplan/store", description="the local store: history, runs, the cache")
     models: str = Field(default="models", description="the model registry's folder")
@@ -374,66 +318,6 @@ class CapplanConfig(BaseModel):
         return {**default_price_book(), **self.prices}
 
 
-def _key_line(path: Path, loc: tuple) -> int | None:
-    """1-based line of the mapping key at ``loc`` in the YAML file (None if not found)."""
-    try:
-        node = yaml.compose(path.read_text())
-    except yaml.YAMLError:
-        return None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            hit = next(((k, v) for k, v in node.value if k.value == str(part)), None)
-            if hit is None:
-                return None
-            if part == loc[-1]:
-                return hit[0].start_mark.line + 1
-            node = hit[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-        else:
-            return None
-    return None
-
-
-def _describe(err: dict, path: Path) -> str:
-    """A validation error as ``key.path: message``, never echoing file content: an
-    unknown key is named by its line, not its text (a non-YAML file such as
-    ``/etc/shadow`` parses as one long key)."""
-    loc = tuple(err["loc"])
-    if err.get("type") == "extra_forbidden":
-        line = _key_line(path, loc)
-        where = ".".join(str(x) for x in loc[:-1]) or "the top level"
-        key = str(loc[-1])
-        # a key that looks like a config key is named (a typo is then easy to see); anything else is file
-        # content (a password file's first line parses as one long key) and is never shown
-        named = f"{key!r} " if looks_like_name(key) else ""
-        return (f"unknown key {named}at line {line if line else '?'} in {where}; is this a capplan config? "
-                "(see the README's configuration section)")
-    return f"{'.'.join(str(x) for x in loc)}: {err['msg']}"
-
-
-def _duplicate_key(node) -> tuple[str, int] | None:
-    """The first key that appears twice in one mapping of a composed YAML document (``yaml.compose``:
-    nodes only, nothing constructed), as ``(key, line)``; None when there is none."""
-    if isinstance(node, yaml.MappingNode):
-        seen = set()
-        for k, v in node.value:
-            key = k.value if isinstance(k, yaml.ScalarNode) else None
-            if key is not None and key in seen:
-                return (key if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}", key) else "(not shown)",
-                        k.start_mark.line + 1)
-            seen.add(key)
-            found = _duplicate_key(v)
-            if found:
-                return found
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            found = _duplicate_key(v)
-            if found:
-                return found
-    return None
-
-
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     """Read and validate a config file; ``None`` gives the defaults.
 
@@ -449,25 +333,15 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
         raise InputError(f"config {p}: is a folder; name a capplan.yaml file")
     if not p.is_file():
         raise InputError(f"config {p}: file not found")
-    try:
-        text = p.read_text(encoding="utf-8")
-        data = yaml.safe_load(text) or {}
-        dup = _duplicate_key(yaml.compose(text, Loader=yaml.SafeLoader))
-        if dup is not None:
-            raise InputError(f"config {p}: key {dup[0]!r} appears twice in one mapping (line {dup[1]}); "
-                             "YAML would keep only the last value")
-    except UnicodeDecodeError:  # a binary or otherwise encoded file: never shown
-        raise InputError(f"config {p}: not UTF-8 text; pass a capplan.yaml") from None
-    except OSError as exc:
-        raise InputError(f"config {p}: cannot read ({exc.strerror or exc})") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"config {p}: {yaml_problem(exc)}") from None
+    data, root = read_yaml(p)
+    if data is None:
+        data = {}
     if not isinstance(data, dict):
         raise InputError(f"config {p}: expected a mapping at the top level")
     try:
         cfg = CapplanConfig.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"config {p}: {_describe(exc.errors()[0], p)}") from None
+        raise InputError(f"config {p}: {describe(exc.errors()[0], root)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
         v = Path(getattr(cfg, attr))

@@ -2,8 +2,9 @@
 
 Start it with ``capplan dashboard`` (binds 127.0.0.1:8501 by default). Pages:
 Fleet, Forecasts, Plan, Manifests, What-if. The sidebar picks the run (the
-store's latest by default) and can start a new run on the sample or on a config
-(``capplan plan`` in a subprocess, writing into the same store).
+store's latest by default) and, unless the dashboard is read-only, can start a new
+run on the sample or on a config (``capplan plan`` in a subprocess, writing into the
+same store). See docs/dashboard.md for what the dashboard trusts.
 """
 
 from __future__ import annotations
@@ -25,9 +26,8 @@ st.set_page_config(page_title="capplan", page_icon=":material/monitoring:", layo
 
 
 def sidebar() -> None:
-    s = common.store()
     runs = common.runs_newest_first()
-    latest = s.latest_run()
+    latest, refused = common.latest_run()
     with st.sidebar:
         st.markdown("### capplan")
         if runs:
@@ -41,8 +41,13 @@ def sidebar() -> None:
                          format_func=lambda r: f"{r} (latest)" if r == latest else r)
         else:
             st.caption("No run yet.")
-        st.caption(f"Store: `{s.root}`")
-        jobs.new_run_form()
+        if refused:
+            st.warning(refused)
+        st.caption(f"Store: `{common.shown(common.store_root())}`")
+        if common.read_only():
+            st.caption("Read-only: runs are started with `capplan plan`.")
+        else:
+            jobs.new_run_form()
 
 
 sidebar()

@@ -4,7 +4,11 @@ Where the data comes from: the store named by ``CAPPLAN_STORE``, else the
 ``store`` of the config in ``CAPPLAN_CONFIG``, else capplan's default store
 (``capplan dashboard`` sets these from ``--store`` / ``--config``).
 
-Caching (issue 7): frames are cached with ``st.cache_data`` keyed on the run
+What it trusts: the store. Every run folder is checked by :mod:`dashboards.paths` before
+a file of it is read (no link, nothing outside the store); with ``CAPPLAN_DASHBOARD_READ_ONLY``
+(``capplan dashboard --read-only``) no run can be started and no absolute path is shown.
+
+Caching: frames are cached with ``st.cache_data`` keyed on the run
 folder, the ``report.json`` modification time and the series id, all hashable,
 so a new run (a new folder, or ``LATEST`` moving) shows up on the next rerun
 without restarting the app. The run list itself is read fresh on every rerun.
@@ -24,6 +28,7 @@ import streamlit as st
 from capplan.config import CapplanConfig, load_config
 from capplan.errors import InputError
 from capplan.store import Store
+from dashboards import paths
 
 if TYPE_CHECKING:
     from capplan.report import Report, SeriesReport
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 ENV_STORE = "CAPPLAN_STORE"
 ENV_CONFIG = "CAPPLAN_CONFIG"
 ENV_CONFIG_DIR = "CAPPLAN_CONFIG_DIR"
+ENV_READ_ONLY = "CAPPLAN_DASHBOARD_READ_ONLY"
 RUN_KEY = "capplan_run_id"
 MIN_SCORE_POINTS = 24
 """Backtest scores on fewer scored points than this (one day of hourly points) are marked
@@ -42,6 +48,27 @@ COLORS = {"demand": "#1f2937", "recommended": "#2563eb", "baseline": "#f59e0b", 
 
 
 # -- where ----------------------------------------------------------------------------
+def read_only() -> bool:
+    """True when the dashboard was started with ``--read-only``: no new runs, no absolute paths."""
+    return os.environ.get(ENV_READ_ONLY, "") not in ("", "0", "false")
+
+
+def shown(path: str | os.PathLike) -> str:
+    """A server path as the page shows it: absolute, or only its last part in read-only mode."""
+    return Path(path).name if read_only() else str(path)
+
+
+def redacted(text: str) -> str:
+    """A message for the page: in read-only mode the store's and config's absolute paths are
+    cut to their last part (a capplan error names the file it read)."""
+    if not read_only():
+        return text
+    for p in filter(None, [os.environ.get(ENV_STORE), config_path(), os.environ.get(ENV_CONFIG_DIR)]):
+        for form in {str(Path(p)), str(Path(p).resolve())}:
+            text = text.replace(form, Path(form).name)
+    return text
+
+
 def config_path() -> str | None:
     return os.environ.get(ENV_CONFIG) or None
 
@@ -82,8 +109,14 @@ def store() -> Store:
 
 
 def runs_newest_first() -> list[str]:
-    """Run ids in the store, newest first (run ids start with a UTC timestamp)."""
-    return sorted(store().list_runs(), reverse=True)
+    """Run ids in the store, newest first (run ids start with a UTC timestamp); run folders
+    that are links or not plain names are left out (:func:`dashboards.paths.run_ids`)."""
+    return sorted(paths.run_ids(store_root()), reverse=True)
+
+
+def latest_run() -> tuple[str | None, str | None]:
+    """``(run id of runs/LATEST, None)``, or ``(None, why LATEST was refused)`` (:func:`dashboards.paths.latest`)."""
+    return paths.latest(store_root())
 
 
 @dataclass(frozen=True)
@@ -99,21 +132,26 @@ class RunCtx:
 
 def current_run(stop_if_none: bool = True) -> RunCtx | None:
     """The run the user picked in the sidebar, else the store's latest run."""
-    s = store()
-    runs = s.list_runs()
+    root = store_root()
+    runs = paths.run_ids(root)
     rid = st.session_state.get(RUN_KEY)
     if rid not in runs:
-        rid = s.latest_run() or (max(runs) if runs else None)
+        rid = latest_run()[0] or (max(runs) if runs else None)
     if rid is None:
         if stop_if_none:
-            st.info(f"No run in the store `{s.root}` yet. Start one from the sidebar (**New run**) "
-                    "or with `capplan plan`.")
+            st.info(f"No run in the store `{shown(root)}` yet. "
+                    + ("Start one with `capplan plan`." if read_only() else
+                       "Start one from the sidebar (**New run**) or with `capplan plan`."))
             st.stop()
         return None
-    d = s.run_dir(rid)
+    try:
+        d = paths.run_folder(root, rid)
+    except InputError as exc:
+        st.error(redacted(str(exc)))
+        st.stop()
     rep = d / "report.json"
-    if not rep.exists():
-        st.error(f"Run `{rid}` has no report.json (incomplete run folder `{d}`).")
+    if not rep.is_file():
+        st.error(f"Run `{rid}` has no report.json (incomplete run folder `{shown(d)}`).")
         st.stop()
     return RunCtx(rid, d, rep.stat().st_mtime)
 
@@ -180,7 +218,7 @@ def run_caption(ctx: RunCtx, rep: "Report") -> None:
     """Which run the page shows, and whether it is the fleet's published plan."""
     r = rep.run
     st.caption(f"Run `{ctx.run_id}` · source `{r.source}` · seed {r.seed} · "
-               f"{len(rep.series)} series · store `{store_root()}`")
+               f"{len(rep.series)} series · store `{shown(store_root())}`")
     if r.series_filter:
         st.warning(f"Partial run: only {', '.join(r.series_filter)} (`--series`), "
                    + ("published as the fleet plan." if r.published else "not the fleet's published plan."))
@@ -210,7 +248,7 @@ def page(title: str) -> tuple[RunCtx, "Report"]:
     try:
         rep = report(*ctx.key)
     except InputError as exc:  # another version's or an edited report.json: say which and what to do
-        st.error(str(exc))
+        st.error(redacted(str(exc)))
         st.stop()
     run_caption(ctx, rep)
     return ctx, rep

@@ -108,10 +108,12 @@ def start_job(source: str, config_file: str | None, series: list[str], n_calls: 
     """Launch ``capplan plan`` writing into the dashboard's store (``--publish`` when
     ``series`` is empty: a run of every series becomes the fleet plan).
 
-    Raises capplan.errors.InputError when ``config_file`` is not one of
+    Raises capplan.errors.InputError in read-only mode, when ``config_file`` is not one of
     :func:`dashboards.common.allowed_configs` or is invalid (the message never
     shows file content).
     """
+    if common.read_only():
+        raise InputError("this dashboard is read-only (--read-only): start runs with capplan plan")
     if config_file and str(Path(config_file).resolve()) not in common.allowed_configs():
         raise InputError("that config is not one this dashboard offers (start it with --config FILE or "
                          "--config-dir DIR)")

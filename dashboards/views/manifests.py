@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboards import common as c
+from dashboards import paths
 from capplan.validation import CROSS_FILE_RULES, file_statuses, validate_folder
 
 ctx, rep = c.page("Manifests")
@@ -21,7 +22,7 @@ def statuses(run_dir: str, mtime: float) -> tuple[list[dict], list[str]]:
     """(one row per generated file, folder-level findings) from capplan's validator."""
     d = Path(run_dir)
     problems = validate_folder(d, c.config().export)
-    rows = [{"file": s.file, "bytes": (d / s.file).stat().st_size, "status": s.status,
+    rows = [{"file": s.file, "bytes": paths.inside(d, s.file).stat().st_size, "status": s.status,
              "problems": [f"{p.path or '.'}: [{p.rule}] {p.message}" for p in s.problems]}
             for s in file_statuses(d, problems) if s.file != "report.json"]
     return rows, [str(p) for p in problems if p.rule in CROSS_FILE_RULES]
@@ -32,7 +33,7 @@ def zipped(run_dir: str, mtime: float, files: tuple[str, ...]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for f in files:
-            z.write(Path(run_dir) / f, f)
+            z.write(paths.inside(Path(run_dir), f), f)
     return buf.getvalue()
 
 
@@ -59,7 +60,7 @@ st.download_button("Download all (zip)", zipped(*ctx.key, files), file_name=f"ca
                    mime="application/zip", key="man_zip", type="primary")
 
 for r in rows:
-    p = ctx.run_dir / r["file"]
+    p = paths.inside(ctx.run_dir, r["file"])  # the run was checked (no link in it); each name is, again
     icon = {"valid": ":material/check_circle:", "invalid": ":material/error:"}.get(r["status"],
                                                                                   ":material/description:")
     with st.expander(f"{r['file']} — {r['status']}", expanded=r["status"] == "invalid", icon=icon):

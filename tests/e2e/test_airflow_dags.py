@@ -54,6 +54,7 @@ def airflow_env(airflow_required, tmp_path_factory):
     cfg = root / "capplan.yaml"
     cfg.write_text(textwrap.dedent(f"""\
         store: store
+        source: sample
         series:
           - {{id: train/vc6YE, kind: training, unit: gpu, query: sample}}
           - {{id: infer/nasa-http, kind: inference, unit: replica, query: sample}}
@@ -63,6 +64,7 @@ def airflow_env(airflow_required, tmp_path_factory):
         """))
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env.pop("CAPPLAN_INGEST_RETRIES", None)
+    env.pop("CAPPLAN_TASK_RETRIES", None)
     env.update({
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
@@ -73,10 +75,12 @@ def airflow_env(airflow_required, tmp_path_factory):
         "AIRFLOW_VAR_CAPPLAN_CONFIG": str(cfg),
         "CAPPLAN_CONFIG": str(root / "not-this.yaml"),
         "CAPPLAN_INGEST_RETRIES": "0",
+        "CAPPLAN_TASK_RETRIES": "0",
         "TF_CPP_MIN_LOG_LEVEL": "2",
         "PYTHONWARNINGS": "ignore",
     })
     _airflow(env, root, "db", "migrate")
+    _airflow(env, root, "pools", "set", "capplan_fits", "2", "capplan fits")
     return {"env": env, "root": root, "config": cfg, "store": root / "store"}
 
 
@@ -106,12 +110,16 @@ for d in bag.dags.values():
     tasks = {}
     for t in d.tasks:
         tasks[t.task_id] = {"mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__), "retries": t.retries,
+                            "timeout_s": t.execution_timeout.total_seconds() if t.execution_timeout else None,
+                            "pool": t.pool,
                             "backoff": bool(getattr(t, "retry_exponential_backoff", False)),
                             "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)), "outlets": [a.name for a in t.outlets]}
     sched = d.schedule
+    objs = getattr(sched, "objects", None)
+    objs = [sched] if objs is None and hasattr(sched, "uri") else (objs or [])
     out["dags"][d.dag_id] = {"schedule": sched if isinstance(sched, str) else None,
                              "timetable": type(d.timetable).__name__,
-                             "assets": sorted(a.name for a in getattr(sched, "objects", []) or []),
+                             "assets": sorted(a.name for a in objs),
                              "catchup": d.catchup, "tasks": tasks}
 print("PROBE" + json.dumps(out))
 """
@@ -120,7 +128,7 @@ print("PROBE" + json.dumps(out))
 @pytest.fixture(scope="module")
 def dagbag(airflow_env):
     # the shipped defaults (the end-to-end runs set CAPPLAN_INGEST_RETRIES=0)
-    env = {k: v for k, v in airflow_env["env"].items() if k != "CAPPLAN_INGEST_RETRIES"}
+    env = {k: v for k, v in airflow_env["env"].items() if k not in ("CAPPLAN_INGEST_RETRIES", "CAPPLAN_TASK_RETRIES")}
     proc = subprocess.run([sys.executable, "-c", DAGBAG_PROBE, str(DAGS)], env=env,
                           cwd=airflow_env["root"], capture_output=True, text=True, timeout=300)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("PROBE")), None)
@@ -139,9 +147,10 @@ def test_dagbag_has_no_import_errors_and_is_cheap(dagbag):
 def test_schedules_and_catchup(dagbag):
     d = dagbag["dags"]
     assert d["capplan_ingest"]["schedule"] == "*/15 * * * *"
-    assert d["capplan_forecast_hourly"]["schedule"] == "@hourly"
-    assert d["capplan_forecast_daily"]["schedule"] == "@daily"
-    assert d["capplan_forecast_weekly"]["schedule"] == "@weekly"
+    # the forecasts run on fresh history (the ingest's Asset), never beside an ingest that is still writing
+    for t in TIERS:
+        assert d[f"capplan_forecast_{t}"]["timetable"] == "AssetTriggeredTimetable"
+        assert d[f"capplan_forecast_{t}"]["assets"] == ["capplan_history"]
     # the plan is data-aware: scheduled on the forecast Assets, not on a clock
     assert d["capplan_plan"]["timetable"] == "AssetTriggeredTimetable"
     assert d["capplan_plan"]["assets"] == sorted(f"capplan_forecasts_{t}" for t in TIERS)
@@ -160,6 +169,12 @@ def test_per_series_mapping_retries_and_assets(dagbag):
         assert tasks["fit"]["mapped"]
         assert tasks["record"]["trigger_rule"] == "all_done"
         assert tasks["record"]["outlets"] == [f"capplan_forecasts_{t}"]
+        assert tasks["fit"]["pool"] == "capplan_fits" and tasks["fit"]["timeout_s"] >= 1800
+    assert d["capplan_plan"]["tasks"]["plan"]["pool"] == "capplan_fits"
+    # every task retries and has a time limit
+    for dag in d.values():
+        for tid, t in dag["tasks"].items():
+            assert t["retries"] >= 2 and t["timeout_s"] and t["timeout_s"] <= 3 * 3600, (tid, t)
 
 
 # -- end to end with `airflow dags test` -------------------------------------------------------
@@ -219,6 +234,10 @@ def test_end_to_end_artefacts(pipeline):
     run_dir = store / "runs" / f"airflow-{LD}-s0"
     assert (store / "runs" / "LATEST").read_text().strip() == run_dir.name
     assert _tree(run_dir) == _tree(out)
+    # the Assets were emitted, each naming the series that failed in its extra
+    for name in ("capplan_history", *(f"capplan_forecasts_{t}" for t in TIERS)):
+        extras = [e for e in _asset_events(pipeline["env"], name) if e.get("logical_date") == LD]
+        assert extras and extras[-1]["ok"] == GOOD and extras[-1]["missing"] == [BAD] and extras[-1]["partial"], name
 
 
 def jobs_store_ids(store: Path) -> list[str]:
@@ -274,17 +293,25 @@ def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
         monkeypatch.setenv(var, "placeholder")
         monkeypatch.delenv(var)
     cfg = load_config(None)
-    cfg = jobs.connection_overrides(cfg, {"host": "prom.example:9090", "schema": "https", "login": None,
-                                          "password": None, "extra": {"bearer_token": "s3cret"}})
+    cfg, secrets = jobs.connection_overrides(cfg, {"host": "prom.example:9090", "schema": "https", "login": None,
+                                                   "password": None, "extra": {"bearer_token": "s3cret"}})
     assert cfg.prometheus.url == "https://prom.example:9090"
     assert cfg.prometheus.bearer_token_env == "CAPPLAN_PROMETHEUS_TOKEN"
-    assert os.environ["CAPPLAN_PROMETHEUS_TOKEN"] == "s3cret"
+    assert secrets == {"CAPPLAN_PROMETHEUS_TOKEN": "s3cret"}
+    assert "CAPPLAN_PROMETHEUS_TOKEN" not in os.environ  # the worker's environment never holds the secret
     assert "s3cret" not in cfg.model_dump_json()
-    cfg = jobs.connection_overrides(load_config(None), {"host": "http://p:9090", "login": "u", "password": "pw",
-                                                        "extra": "{}"})
+    cfg, secrets = jobs.connection_overrides(load_config(None), {"host": "http://p:9090", "login": "u",
+                                                                 "password": "pw", "extra": "{}"})
     assert cfg.prometheus.basic_auth.username == "u" and cfg.prometheus.bearer_token_env is None
+    assert secrets == {"CAPPLAN_PROMETHEUS_PASSWORD": "pw"} and "CAPPLAN_PROMETHEUS_PASSWORD" not in os.environ
     assert "pw" not in cfg.model_dump_json()
-    assert jobs.connection_overrides(cfg, None) is cfg
+    assert jobs.connection_overrides(cfg, None) == (cfg, {})
+    # the client reads the secret from the mapping it is given
+    from capplan.sources.prometheus import PrometheusClient
+
+    client = PrometheusClient(cfg.prometheus, env={**os.environ, **secrets})
+    assert "pw" in client._secrets
+    client.close()
 
 
 def test_connection_secrets_do_not_outlive_their_test():
@@ -318,3 +345,69 @@ def test_missing_series_reasons():
     assert set(got) == {"b", "c"}
     assert "ingest failed" in got["c"]
     assert got["b"].startswith("no forecast from tier weekly")
+
+
+# -- failures stay loud: no demo data, no Asset event for a run that produced nothing ---------------------------
+def _asset_events(env: dict, name: str) -> list[dict]:
+    """The ``extra`` of every event of the Asset ``name`` in the Airflow home's SQLite database."""
+    import sqlite3
+
+    db = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].removeprefix("sqlite:///")
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT e.extra FROM asset_event e JOIN asset a ON a.id = e.asset_id WHERE a.name = ? "
+                         "ORDER BY e.id", (name,)).fetchall()
+    return [json.loads(r[0]) if isinstance(r[0], str) else (r[0] or {}) for r in rows]
+
+
+def _dags_test_with(env: dict, cfg: Path, dag_id: str, logical_date: str) -> str:
+    """``airflow dags test`` with another capplan config; its output (the run may fail)."""
+    env = {**env, "AIRFLOW_VAR_CAPPLAN_CONFIG": str(cfg)}
+    proc = subprocess.run([sys.executable, "-m", "airflow", "dags", "test", dag_id, logical_date], env=env,
+                          cwd=cfg.parent, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+    return proc.stdout + proc.stderr
+
+
+def test_missing_connection_fails_ingest_and_no_sample_reaches_the_store(airflow_env, tmp_path):
+    cfg = tmp_path / "capplan.yaml"  # a production-like config: series ids that the sample also has, no `source`
+    cfg.write_text(f"store: store\nseries:\n  - {{id: {GOOD[1]}, kind: training, unit: gpu, query: 'sum(up)'}}\n")
+    env = {k: v for k, v in airflow_env["env"].items() if not k.startswith("AIRFLOW_CONN_")}
+    before = len(_asset_events(env, "capplan_history"))
+    out = _dags_test_with(env, cfg, "capplan_ingest", "2026-03-03T00:00:00+00:00")
+    assert "no Prometheus to ingest from" in out and "capplan_prometheus" in out, out[-3000:]
+    assert jobs_store_ids(tmp_path / "store") == []  # no demo data in the store
+    ing = json.loads((tmp_path / "store" / "ingest" / "20260303T000000Z.json").read_text())
+    assert ing["ok"] == [] and ing["missing"] == [GOOD[1]]
+    assert len(_asset_events(env, "capplan_history")) == before  # nothing landed: no history event
+
+
+def test_forecast_run_whose_tasks_all_fail_emits_no_asset_event(airflow_env, tmp_path):
+    cfg = tmp_path / "capplan.yaml"  # the sample selected, but nothing ingested into this store: every fit fails
+    cfg.write_text(f"store: store\nsource: sample\nseries:\n  - {{id: {GOOD[1]}, kind: training, unit: gpu, "
+                   "query: sample}\n")
+    env = airflow_env["env"]
+    before = len(_asset_events(env, "capplan_forecasts_hourly"))
+    out = _dags_test_with(env, cfg, "capplan_forecast_hourly", "2026-03-04T00:00:00+00:00")
+    assert "no series succeeded" in out, out[-3000:]
+    assert len(_asset_events(env, "capplan_forecasts_hourly")) == before
+    assert not (tmp_path / "store" / "forecasts" / "hourly" / "LATEST").exists()
+
+
+def test_a_connection_that_cannot_be_read_fails_naming_it(airflow_required, monkeypatch):
+    from airflow.sdk import Connection
+    from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+    from airflow_dags import common
+
+    def denied(conn_id):
+        raise PermissionError("secrets backend: access denied for token abc123")
+
+    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: denied(conn_id)))
+    with pytest.raises(AirflowException, match="capplan_prometheus") as ei:
+        common.prometheus_connection()
+    assert "PermissionError" in str(ei.value) and "abc123" not in str(ei.value)
+
+    def missing(conn_id):
+        raise AirflowNotFoundException(f"The conn_id `{conn_id}` isn't defined")
+
+    monkeypatch.setattr(Connection, "get", classmethod(lambda cls, conn_id: missing(conn_id)))
+    assert common.prometheus_connection() is None  # only "not found" means "no Connection configured"
