@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError, looks_like_name
+from capplan.retention import RetentionConfig
 from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
 from optimizer.prices import GpuPrice, default_price_book
@@ -289,6 +290,7 @@ class CapplanConfig(BaseModel):
     forecast: ForecastConfig = Field(default_factory=ForecastConfig)
     prices: dict[str, GpuPrice] = Field(default_factory=dict)
     export: ExportConfig = Field(default_factory=ExportConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # runs kept, backtest size (capplan.retention)
 
     @model_validator(mode="after")
     def _exported_labels(self):

@@ -37,6 +37,7 @@ from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_pro
 from capplan.errors import InputError
 from capplan.executor import Executor, Failed, make_executor
 from capplan.report import Report, RunInfo, build_report, versions
+from capplan.retention import folder_bytes, prune_runs, write_backtest
 from capplan.runs import new_run_id, should_publish
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
@@ -457,7 +458,8 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
         pd.DataFrame(trials).to_parquet(tmp / "trials.parquet", index=False)
         pd.concat([oc.replay for oc in outcomes.values()], ignore_index=True).to_parquet(tmp / "replay.parquet",
                                                                                          index=False)
-        pd.concat(list(fc.rolling.values()), ignore_index=True).to_parquet(tmp / "backtest.parquet", index=False)
+        write_backtest(tmp / "backtest.parquet", list(fc.rolling.values()),
+                       {sid: tuple(s.windows.evaluation) for sid, s in report.series.items()}, cfg.retention.backtest)
         prep.h5.to_parquet(tmp / "history.parquet", index=False)
         if prep.native:  # inference series finer than 5 minutes, as the replay saw them
             pd.concat(list(prep.native.values()), ignore_index=True).to_parquet(tmp / "history_native.parquet",
@@ -466,6 +468,10 @@ def export_stage(out: Path, report: Report, plans: list[SeriesPlan], fc: Forecas
         names = sorted([str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + ["report.json"])
         report.run.files = names
         report.run.stage_seconds = {**report.run.stage_seconds, "export": round(time.perf_counter() - t0, 3)}
+        others = folder_bytes(tmp)
+        for _ in range(3):  # the size counts report.json, which holds the size: settles in two passes
+            text = report.to_json(indent=2) + "\n"
+            report.run.size_bytes = others + len(text.encode())
         (tmp / "report.json").write_text(report.to_json(indent=2) + "\n")
     return names
 
@@ -571,4 +577,5 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     store.copy_run(run.run_id, out)
     if cache_root:
         prune(cache_root)
+    prune_runs(store.runs_dir, store.latest_run(), cfg.retention)
     return report
