@@ -440,6 +440,8 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
         raise InputError(f"config {p}: {_describe(exc.errors()[0], p)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
+        if "://" in getattr(cfg, attr):  # an object store URL (capplan.remote)
+            continue
         v = Path(getattr(cfg, attr))
         if not v.is_absolute():
             setattr(cfg, attr, str(base / v))

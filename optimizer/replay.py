@@ -440,3 +440,4 @@ def run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int, me
 
 
 from optimizer import lookahead  # noqa: E402,F401  (registers the ``lookahead`` family; imports this module)
+from optimizer import predictive  # noqa: E402,F401  (registers the ``predictive`` family)
