@@ -10,8 +10,9 @@ tolerance, stabilisation windows and rate policies) takes the larger of two metr
   ``L = cold_start_s + metrics_lag_s`` (:func:`predictive_lead_s`). ``capplan serve`` exposes at
   scrape time ``s`` the plan forecast of the step holding ``s + L``; the autoscaler acts on that
   scrape ``metrics_lag_s`` later, at ``t_i = s + metrics_lag_s``, so the value covers
-  ``t_i + cold_start_s``: when a replica added at ``t_i`` is ready. The replay therefore reads
-  the forecast at ``t_i + cold_start_s`` from the latest plan issued before ``t_i``
+  ``t_i + cold_start_s``: when a replica added at ``t_i`` is ready. The replay, whose timeline
+  counts whole steps (a replica added at ``t_i`` serves from step ``i + ceil(cold_start_s / step)``),
+  therefore reads the forecast of that step from the latest plan issued before ``t_i``
   (:func:`optimizer.replay.prescale_demand`, whole forecast steps, hourly plans as an hourly
   CronJob writes them). ``q`` is the policy's ``prescale_quantile`` (``p90`` when ``none``,
   :func:`predictive_quantile`).
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optimizer.lookahead import cold_steps
 from optimizer.policy import InferenceParams, Metrics
 from optimizer.replay import ReplayInput, hpa_from_params, prescale_demand, register_family, run_controller
 
@@ -47,8 +49,11 @@ def predictive_lead_s(cold_start_s: int = 90, metrics_lag_s: int = 60) -> int:
 
 def predicted_metric(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90) -> np.ndarray:
     """Per step, the predicted demand the autoscaler reads at ``t_i`` (replicas at 100 %, NaN where
-    no plan was issued yet): the forecast at ``t_i + cold_start_s`` (module docstring)."""
-    return prescale_demand(inp, predictive_quantile(p), int(cold_start_s))
+    no plan was issued yet): the forecast of step ``i + d``, where a replica added at ``t_i`` starts
+    serving on the replay's whole-step timeline (``d = ceil(cold_start_s / step)``,
+    :func:`optimizer.lookahead.cold_steps`; module docstring)."""
+    lead = cold_steps(inp.step_s, cold_start_s) * inp.step_s
+    return prescale_demand(inp, predictive_quantile(p), int(lead))
 
 
 @register_family("predictive")
