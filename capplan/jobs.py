@@ -330,10 +330,9 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     store.save_run(out, run_id)
     from capplan.cache import prune
-    from capplan.retention import prune_runs
 
     prune(store.root)
-    prune_runs(store.runs_dir, store.latest_run(), cfg.retention)
+    store.prune_runs(cfg.retention)
     return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
             "failed": {s: f.error for s, f in report.failed.items()}, "files": report.run.files}
 

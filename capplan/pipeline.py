@@ -37,7 +37,7 @@ from capplan.containers import Forecasts, Prepared, Progress, TierResult, no_pro
 from capplan.errors import InputError
 from capplan.executor import Executor, Failed, make_executor
 from capplan.report import Report, RunInfo, build_report, versions
-from capplan.retention import folder_bytes, prune_runs, write_backtest
+from capplan.retention import folder_bytes, write_backtest
 from capplan.runs import new_run_id, should_publish
 from capplan.sources import LoadedHistory, load_source
 from capplan.store import Store
@@ -577,5 +577,5 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     store.copy_run(run.run_id, out)
     if cache_root:
         prune(cache_root)
-    prune_runs(store.runs_dir, store.latest_run(), cfg.retention)
+    store.prune_runs(cfg.retention)
     return report

@@ -16,13 +16,16 @@ verified by default.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 import fsspec
 from fsspec.core import url_to_fs
 
 from capplan.errors import InputError
+from capplan.retention import runs_to_prune
 
 
 def is_url(root: str | os.PathLike) -> bool:
@@ -69,4 +72,27 @@ def latest_run(root: str) -> str | None:
         return None
 
 
-__all__ = ["open_root", "publish_run", "latest_run", "is_url"]
+def prune_remote_runs(root: str, keep_runs: int, keep_days: float) -> list[str]:
+    """Apply :func:`capplan.retention.runs_to_prune` to ``<root>/runs/`` on the object store
+    (never the run ``LATEST`` names). Returns the removed ids."""
+    fs, base = open_root(root)
+    try:
+        ids = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(f"{base}/runs", detail=False)]
+    except FileNotFoundError:
+        return []
+    ids = [i for i in ids if i != "LATEST" and not i.startswith(".")]
+    gone = runs_to_prune(ids, latest_run(root), keep_runs, keep_days)
+    for r in gone:
+        fs.rm(f"{base}/runs/{r}", recursive=True)
+    return gone
+
+
+def local_mirror(root: str) -> Path:
+    """The local working folder of an object-store root: history, caches and runs are written here,
+    and published runs are uploaded (:func:`publish_run`). ``CAPPLAN_WORKDIR`` (default: the system
+    temporary folder) / ``capplan-store-<12 hex digits of the URL's SHA-256>``."""
+    base = Path(os.environ.get("CAPPLAN_WORKDIR") or tempfile.gettempdir())
+    return base / f"capplan-store-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+
+
+__all__ = ["open_root", "publish_run", "latest_run", "is_url", "prune_remote_runs", "local_mirror"]
