@@ -7,16 +7,17 @@
 
 and removes the others, never the run ``runs/LATEST`` names (the fleet's plan, which
 ``capplan serve`` and the dashboard read) and never a folder being written (temporaries start
-with a dot). Defaults: 24 runs and 1 day. With the compact backtest a plan of the embedded
-sample writes about 14 MB, so an hourly schedule holds about 25 runs (350 MB) beside the
-cache's 115 MB: under 1 GB (``docs/deploy.md``).
+with a dot). Defaults: 24 runs and 1 day: an hourly schedule of the embedded sample then stays
+under 1 GB (sizes in ``docs/deploy.md``).
 
 **Compact backtest** (:func:`compact_backtest`). ``backtest.parquet`` holds the rolling-origin
 forecasts that the what-if replays (:mod:`capplan.whatif`) read: the ``combined`` tier over each
-series' evaluation window. With ``backtest: compact`` (the default) only those rows are kept,
-ids and tiers dictionary-encoded and the quantiles as float32 (forecasts are in GPUs or replicas;
-float32 keeps 7 significant digits); ``backtest: full`` keeps every tier over every window at
-float64 (what ``benchmarks/bench_capacity.py`` re-searches on: it needs the tuning window too).
+series' evaluation window. With ``backtest: compact`` (the default) only those rows are kept, ids
+and tiers dictionary-encoded, zstd-compressed. The quantiles stay float64: the what-if replays then
+reproduce the run's figures exactly (a float32 value can cross a whole replica in ``ceil``), and on
+the sample's plan float64 compresses better than float32 (docs/deploy.md). ``backtest: full``
+keeps every tier over every window (what ``benchmarks/bench_capacity.py`` re-searches on: it needs
+the tuning window too).
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from forecasting.types import QCOLS
 
 COMPACT_TIER = "combined"
 
@@ -42,7 +42,7 @@ class RetentionConfig(BaseModel):
     keep_runs: int = Field(default=24, ge=1, description="the newest runs always kept")
     keep_days: float = Field(default=1.0, ge=0, description="runs started less than this many days ago are kept")
     backtest: Literal["compact", "full"] = Field(
-        default="compact", description="compact: the combined tier over the evaluation window, float32; "
+        default="compact", description="compact: the combined tier over the evaluation window; "
         "full: every tier and window")
 
 
@@ -94,7 +94,7 @@ def compact_backtest(rolling: pd.DataFrame, evaluation: dict[str, tuple[str, str
     """The rows of ``rolling`` (:data:`forecasting.types.FORECAST_COLUMNS`) that the what-if replays
     read: tier ``combined``, ``timestamp`` within the series' evaluation window (``evaluation``:
     series id -> (start, end) ISO strings, inclusive), ids and tiers as pandas categoricals (parquet
-    dictionary encoding), quantiles as float32. Series without a window are left out."""
+    dictionary encoding), quantiles unchanged (float64). Series without a window are left out."""
     parts = []
     comb = rolling[rolling["tier"] == COMPACT_TIER]
     for sid, g in comb.groupby("series_id", sort=True, observed=True):
@@ -103,8 +103,6 @@ def compact_backtest(rolling: pd.DataFrame, evaluation: dict[str, tuple[str, str
         a, b = (pd.Timestamp(x) for x in evaluation[sid])
         parts.append(g[(g["timestamp"] >= a) & (g["timestamp"] <= b)])
     out = pd.concat(parts, ignore_index=True) if parts else rolling.iloc[:0].copy()
-    for q in QCOLS:
-        out[q] = out[q].astype("float32")
     for c in ("series_id", "tier"):
         out[c] = out[c].astype("category")
     return out.reset_index(drop=True)
