@@ -36,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from capplan.errors import InputError, looks_like_name
+from capplan.remote_models import RemoteModelRegistry
 from capplan.retention import RetentionConfig
 from optimizer.exporters.problem import yaml_problem
 from optimizer.exporters.settings import ExportSettings, TargetSettings, check_prometheus_url
@@ -215,6 +216,8 @@ class ForecastConfig(BaseModel):
         """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
         from forecasting.registry import ModelRegistry
 
+        if "://" in str(root):  # an object store (capplan.remote_models)
+            return RemoteModelRegistry(str(root), keep=self.registry_keep)
         return ModelRegistry(root, keep=self.registry_keep)
 
     def tier_options(self) -> dict[str, dict]:

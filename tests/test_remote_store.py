@@ -108,3 +108,33 @@ def s3(monkeypatch):
 
 def test_s3_compatible_server(s3, monkeypatch, tmp_path):
     _roundtrip(s3, monkeypatch, tmp_path)
+
+
+def test_model_registry_on_an_object_store(monkeypatch, tmp_path):
+    import datetime as _dt
+
+    import pandas as pd
+
+    from capplan.config import ForecastConfig
+    from capplan.remote_models import RemoteModelRegistry
+
+    url = f"memory://capplan-{uuid.uuid4().hex[:8]}/models"
+    monkeypatch.setenv("CAPPLAN_WORKDIR", str(tmp_path / "a"))
+    reg = ForecastConfig().registry(url)
+    assert isinstance(reg, RemoteModelRegistry)
+    rng = (pd.Timestamp("2026-01-01", tz="UTC"), pd.Timestamp("2026-01-02", tz="UTC"))
+    t0 = _dt.datetime(2026, 1, 2, tzinfo=_dt.timezone.utc)
+    versions = [RemoteModelRegistry(url, keep=2).save("weekly", "s/1", {"model.json": b"{}"}, rng, ["s/1"],
+                                                       now=t0 + _dt.timedelta(hours=h)) for h in range(3)]
+    fs, base = open_root(url)
+    # an upload that stopped before meta.json is not a version
+    fs.makedirs(f"{base}/weekly/s%2F1/29990101T000000000000Z", exist_ok=True)
+    fs.pipe_file(f"{base}/weekly/s%2F1/29990101T000000000000Z/model.json", b"{}")
+    monkeypatch.setenv("CAPPLAN_WORKDIR", str(tmp_path / "b"))  # another pod: an empty working folder
+    other = RemoteModelRegistry(url, keep=2)
+    d, meta = other.latest("weekly", "s/1")
+    assert meta["version"] == versions[-1] and (d / "model.json").read_bytes() == b"{}"
+    assert str(tmp_path / "b") in str(d)
+    # keep=2: the oldest version is gone from the store as well
+    assert not fs.exists(f"{base}/weekly/s%2F1/{versions[0]}")
+    assert fs.exists(f"{base}/weekly/s%2F1/{versions[1]}/meta.json")
