@@ -3,7 +3,6 @@ there; on fsspec's in-memory file system and on a local S3-compatible server (mo
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 
 import fsspec

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from optimizer.exporters.keda import scaled_object
 from optimizer.exporters.settings import ExportSettings
 from optimizer.policy import Metrics, SeriesPlan
 from tests.prom_fixture import free_port, require_prometheus
-from tests.serve_fixture import SERIES, SERIES_DOC, forecasts, write_run
+from tests.serve_fixture import SERIES, SERIES_DOC, write_run
 
 REPO = Path(__file__).resolve().parents[1]
 
