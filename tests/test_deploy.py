@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from capplan.config import CapplanConfig
 from tests.ci import unavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,8 +78,10 @@ def test_objects_carry_labels_requests_and_least_privilege():
     probes = serve["containers"][0]
     assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert probes["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    cfg = yaml.safe_load(by_kind["ConfigMap"]["data"]["capplan.yaml"])
-    assert cfg["store"].startswith("/var/lib/capplan")
+    assert [c["args"][0] for c in cron["initContainers"]] == ["ingest"]  # history first, then the plan
+    cfg = CapplanConfig.model_validate(yaml.safe_load(by_kind["ConfigMap"]["data"]["capplan.yaml"]))
+    assert cfg.store.startswith("/var/lib/capplan") and cfg.series and cfg.prometheus is not None
+    assert cfg.retention.keep_runs >= 1
     assert by_kind["Service"]["spec"]["selector"] == by_kind["Deployment"]["spec"]["selector"]["matchLabels"]
     # the Secret in the repository holds no value
     assert all(v == "" for v in by_kind["Secret"]["stringData"].values())
