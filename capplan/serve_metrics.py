@@ -32,7 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from capplan.serve_plan import LoadedPlan, PlanSource
-from optimizer.exporters.names import assign_names
+from optimizer.exporters.names import k8s_name
 from optimizer.policy import InferenceParams
 from optimizer.predictive import predictive_quantile
 from optimizer.prescale import hourly_need
@@ -97,7 +97,6 @@ class PlanCollector(Collector):
         yield from self._series(plan, now)
 
     def _series(self, plan: LoadedPlan, now: pd.Timestamp):
-        names = assign_names(sorted(plan.report.series))
         demand = GaugeMetricFamily("capplan_forecast_demand", "plan forecast at now + lead (GPUs or replicas at "
                                    "100 % utilisation)", labels=["series_id", "series", "quantile", "lead"])
         reps = GaugeMetricFamily("capplan_recommended_replicas", "replicas for the next hour (inference)",
@@ -112,7 +111,7 @@ class PlanCollector(Collector):
             g = by_sid.get(sid)
             if g is None or g.empty:
                 continue
-            name = names[sid]
+            name = k8s_name(sid)  # the manifests' object name (optimizer.exporters.names)
             horizon.add_metric([sid, name], (g["timestamp"].iloc[-1] - now).total_seconds())
             for q in ("p50", "p90", "p95", "p99"):
                 for lead in leads:
