@@ -11,13 +11,12 @@ with a dot). Defaults: 24 runs and 1 day: an hourly schedule of the embedded sam
 under 1 GB (sizes in ``docs/deploy.md``).
 
 **Compact backtest** (:func:`compact_backtest`). ``backtest.parquet`` holds the rolling-origin
-forecasts that the what-if replays (:mod:`capplan.whatif`) read: the ``combined`` tier over each
-series' evaluation window. With ``backtest: compact`` (the default) only those rows are kept, ids
-and tiers dictionary-encoded, zstd-compressed. The quantiles stay float64: the what-if replays then
-reproduce the run's figures exactly (a float32 value can cross a whole replica in ``ceil``), and on
-the sample's plan float64 compresses better than float32 (docs/deploy.md). ``backtest: full``
-keeps every tier over every window (what ``benchmarks/bench_capacity.py`` re-searches on: it needs
-the tuning window too).
+forecasts that the what-if replays (:mod:`capplan.whatif`) read. With ``backtest: compact`` (the
+default) only those rows are kept: the ``combined`` tier, the origins the evaluation window's replay
+looks up (:func:`used_rows`), ids and tiers dictionary-encoded. The quantiles stay float64, so the
+what-if replays reproduce the run's figures exactly (a float32 value can cross a whole replica in
+``ceil``). ``backtest: full`` keeps every tier over every window (what
+``benchmarks/bench_capacity.py`` re-searches on: it needs the tuning window too).
 """
 
 from __future__ import annotations
@@ -28,11 +27,17 @@ import shutil
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
+
+from forecasting.types import QCOLS
 
 
 COMPACT_TIER = "combined"
+HOUR, DAY, WEEK = pd.Timedelta("1h"), pd.Timedelta("1D"), pd.Timedelta("7D")
 
 
 class RetentionConfig(BaseModel):
@@ -90,10 +95,33 @@ def folder_bytes(folder: str | os.PathLike) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
+def used_rows(g: pd.DataFrame, start: pd.Timestamp, end: pd.Timestamp) -> np.ndarray:
+    """Boolean mask of the rows of ``g`` (one series' combined rolling forecasts) that the replay of
+    the evaluation window ``[start, end]`` reads (:func:`optimizer.inputs.replay_input`): forecasts
+    issued by ``end`` for ``[start - 7 d - 1 h, end + 7 d]`` (the calibrated top-up's week of past
+    errors before the window, the last week's lookup past its end) whose origin is the latest one
+    issued before the row's hour, day or week (periods counted from ``start``, as the replay's
+    lookups), plus every forecast within an hour of its origin from ``start`` on (the inference
+    services' hourly forecasts)."""
+    ts, iss = g["timestamp"], g["issued_at"]
+    span = ((ts >= start - WEEK - HOUR) & (ts <= end + WEEK) & (iss <= end)).to_numpy()
+    origins = pd.DatetimeIndex(np.sort(iss.unique()))
+    iss_v = iss.to_numpy()
+    rel = (ts - start).to_numpy()
+    used = np.zeros(len(g), bool)
+    for per in (HOUR, DAY, WEEK):
+        p = per.to_timedelta64()
+        first = pd.DatetimeIndex(start + pd.to_timedelta((rel // p) * p))
+        k = origins.searchsorted(first, side="left") - 1
+        used |= (k >= 0) & (iss_v == origins[np.clip(k, 0, None)].to_numpy())
+    fresh = (((ts - iss) <= HOUR) & (ts >= start)).to_numpy()
+    return span & (used | fresh)
+
+
 def compact_backtest(rolling: pd.DataFrame, evaluation: dict[str, tuple[str, str]]) -> pd.DataFrame:
     """The rows of ``rolling`` (:data:`forecasting.types.FORECAST_COLUMNS`) that the what-if replays
-    read: tier ``combined``, ``timestamp`` within the series' evaluation window (``evaluation``:
-    series id -> (start, end) ISO strings, inclusive), ids and tiers as pandas categoricals (parquet
+    read: tier ``combined``, :func:`used_rows` of each series' evaluation window (``evaluation``:
+    series id -> (start, end) ISO strings, inclusive); ids and tiers as pandas categoricals (parquet
     dictionary encoding), quantiles unchanged (float64). Series without a window are left out."""
     parts = []
     comb = rolling[rolling["tier"] == COMPACT_TIER]
@@ -101,7 +129,7 @@ def compact_backtest(rolling: pd.DataFrame, evaluation: dict[str, tuple[str, str
         if sid not in evaluation:
             continue
         a, b = (pd.Timestamp(x) for x in evaluation[sid])
-        parts.append(g[(g["timestamp"] >= a) & (g["timestamp"] <= b)])
+        parts.append(g[used_rows(g, a, b)])
     out = pd.concat(parts, ignore_index=True) if parts else rolling.iloc[:0].copy()
     for c in ("series_id", "tier"):
         out[c] = out[c].astype("category")
@@ -110,11 +138,17 @@ def compact_backtest(rolling: pd.DataFrame, evaluation: dict[str, tuple[str, str
 
 def write_backtest(path: str | os.PathLike, rollings: list[pd.DataFrame], evaluation: dict[str, tuple[str, str]],
                    mode: str = "compact") -> None:
-    """Write ``backtest.parquet`` (``mode`` compact or full, module docstring; zstd-compressed)."""
+    """Write ``backtest.parquet`` (``mode`` compact or full, module docstring): zstd, ids and tiers
+    dictionary-encoded, the quantiles byte-stream-split and the times delta-encoded (Parquet
+    encodings that compress floats and sorted times well)."""
     frame = pd.concat(rollings, ignore_index=True) if rollings else pd.DataFrame()
     if mode == "compact" and len(frame):
         frame = compact_backtest(frame, evaluation)
-    frame.to_parquet(path, index=False, compression="zstd")
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    enc = {c: "BYTE_STREAM_SPLIT" for c in QCOLS if c in frame}
+    enc.update({c: "DELTA_BINARY_PACKED" for c in ("issued_at", "timestamp") if c in frame})
+    pq.write_table(table, path, compression="zstd", use_dictionary=[c for c in ("series_id", "tier") if c in frame],
+                   column_encoding=enc)
 
 
 __all__ = ["RetentionConfig", "prune_runs", "runs_to_prune", "compact_backtest", "write_backtest", "folder_bytes",

@@ -99,15 +99,23 @@ def _rolling(n_origins: int = 20) -> pd.DataFrame:
 
 
 def test_compact_backtest_keeps_what_the_whatif_reads(tmp_path):
-    r = _rolling()
+    r = _rolling(n_origins=40)
     ev = {"a": ("2026-01-01T10:00:00+00:00", "2026-01-01T15:00:00+00:00")}
+    a, e = (pd.Timestamp(x) for x in ev["a"])
     c = compact_backtest(r, ev)
     assert set(c["series_id"]) == {"a"} and set(c["tier"]) == {"combined"}
-    assert c["timestamp"].min() >= pd.Timestamp(ev["a"][0]) and c["timestamp"].max() <= pd.Timestamp(ev["a"][1])
-    want = r[(r.series_id == "a") & (r.tier == "combined") & (r.timestamp >= pd.Timestamp(ev["a"][0]))
-             & (r.timestamp <= pd.Timestamp(ev["a"][1]))]
-    assert len(c) == len(want) > 0
-    np.testing.assert_array_equal(c["p95"].to_numpy(), want["p95"].to_numpy())  # exact: what-if replays reproduce
+    assert c["issued_at"].max() <= e  # nothing issued after the window
+    comb = r[(r.series_id == "a") & (r.tier == "combined")]
+    # every forecast within an hour of its origin over the window is kept (the hourly lookups) ...
+    fresh = comb[(comb.timestamp >= a) & (comb.timestamp <= e) & (comb.timestamp - comb.issued_at <= pd.Timedelta("1h"))]
+    key = ["issued_at", "timestamp"]
+    assert set(map(tuple, fresh[key].to_numpy())) <= set(map(tuple, c[key].to_numpy()))
+    # ... and before the window only each hour's latest origin (the calibrated top-up's errors)
+    pre = c[c.timestamp < a]
+    assert len(pre) and (pre.groupby(pre.timestamp.dt.floor("1h"))["issued_at"].nunique() == 1).all()
+    assert len(c) < len(comb)
+    merged = c.merge(comb, on=key, suffixes=("", "_full"))
+    np.testing.assert_array_equal(merged["p95"].to_numpy(), merged["p95_full"].to_numpy())  # exact values
     write_backtest(tmp_path / "c.parquet", [r], ev, "compact")
     write_backtest(tmp_path / "f.parquet", [r], ev, "full")
     back = pd.read_parquet(tmp_path / "c.parquet")
