@@ -294,6 +294,7 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
         raise JobError(f"manifests in {out} failed checks: {problems}")
     store.save_run(out, run_id)
     prune(store.root)
+    store.prune_runs(cfg.retention)
     return {"run_id": run_id, "out": str(out), "planned": sorted(report.series), "missing": missing,
             "failed": {s: f.error for s, f in report.failed.items()}, "files": report.run.files}
 

@@ -40,6 +40,8 @@ from capplan.config_yaml import describe, read_yaml
 from capplan.errors import InputError
 from forecasting.calendar import CUSTOM_EVENTS
 from optimizer.exporters.settings import ExportSettings, TargetSettings
+from capplan.remote_models import RemoteModelRegistry
+from capplan.retention import RetentionConfig
 from optimizer.prices import GpuPrice, default_price_book
 from forecasting.tiers import available, tier_options
 from optimizer.search_settings import SearchSettings
@@ -186,6 +188,8 @@ class ForecastConfig(BaseModel):
         """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
         from forecasting.registry import ModelRegistry
 
+        if "://" in str(root):  # an object store (capplan.remote_models)
+            return RemoteModelRegistry(str(root), keep=self.registry_keep)
         return ModelRegistry(root, keep=self.registry_keep)
 
     def tier_options(self) -> dict[str, dict]:
@@ -265,6 +269,7 @@ class CapplanConfig(BaseModel):
     prices: dict[str, GpuPrice] = Field(default_factory=dict, description="USD per GPU-hour per GPU model, "
                                         "replacing the built-in AWS list prices for the models named")
     export: ExportConfig = Field(default_factory=ExportConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # runs kept, backtest size (capplan.retention)
 
     @model_validator(mode="after")
     def _exported_labels(self):
@@ -344,6 +349,8 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
         raise InputError(f"config {p}: {describe(exc.errors()[0], root)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
+        if "://" in getattr(cfg, attr):  # an object store URL (capplan.remote)
+            continue
         v = Path(getattr(cfg, attr))
         if not v.is_absolute():
             setattr(cfg, attr, str(base / v))

@@ -100,4 +100,5 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     store.copy_run(run_info.run_id, out)
     if cache_root:
         prune(cache_root)
+    store.prune_runs(cfg.retention)
     return report

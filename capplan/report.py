@@ -225,6 +225,8 @@ class RunInfo(_Model):
                                      description="Airflow runs: the logical date's key")
     forecast_runs: dict[str, str] | None = Field(default=None, exclude_if=lambda v: v is None,
                                                  description="Airflow runs: tier -> forecast run used")
+    size_bytes: int | None = Field(default=None, description="bytes of the run's files, report.json included "
+                                   "(capplan.retention)")
     executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
                                              "rolling_blocks {reused, computed, fit_reused} and search {reused, "

@@ -44,7 +44,8 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
-from capplan import atomic
+from capplan import atomic, remote
+from capplan.retention import RetentionConfig, prune_runs
 from capplan.errors import InputError
 from forecasting.keys import file_key
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
@@ -59,7 +60,8 @@ class Store:
     """A store rooted at ``root`` (created on first write)."""
 
     def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
+        self.remote = str(root) if remote.is_url(root) else None
+        self.root = remote.local_mirror(self.remote) if self.remote else Path(root)
 
     # -- history ----------------------------------------------------------
     @property
@@ -160,7 +162,20 @@ class Store:
         return self.runs_dir / run_id
 
     def mark_latest(self, run_id: str) -> None:
+        """Make ``run_id`` the published run: ``runs/LATEST`` (one atomic file). With an object-store
+        root, the run's files are uploaded first and ``LATEST`` there is written last
+        (:func:`capplan.remote.publish_run`)."""
+        if self.remote:
+            remote.publish_run(self.run_dir(run_id), self.remote, run_id)
         atomic.write_text(self.runs_dir / "LATEST", run_id + "\n")
+
+    def prune_runs(self, cfg: RetentionConfig) -> list[str]:
+        """Apply the retention ``cfg`` (:mod:`capplan.retention`) to the runs, never the one LATEST
+        names; on an object-store root, there as well. Returns the removed ids."""
+        gone = prune_runs(self.runs_dir, self.latest_run(), cfg)
+        if self.remote:
+            gone += remote.prune_remote_runs(self.remote, cfg.keep_runs, cfg.keep_days)
+        return sorted(set(gone))
 
     def latest_run(self) -> str | None:
         """Id of the last complete run, or None."""

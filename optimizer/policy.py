@@ -82,7 +82,7 @@ class InferenceParams(BaseModel):
     period_s: int = Field(default=60, ge=1, le=1800)
     prescale_lead_s: int = Field(default=0, ge=0, le=3600)
     prescale_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
-    family: Literal["hpa", "lookahead"] = "hpa"
+    family: Literal["hpa", "lookahead", "predictive"] = "hpa"
     level_window_s: int = Field(default=0, ge=0, le=3600)
     headroom_quantile: float = Field(default=0.9, ge=0.5, le=0.999)
     data_step_s: int = Field(default=300, ge=1, le=3600, description="the step (s) of the data the policy was "

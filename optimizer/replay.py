@@ -59,9 +59,10 @@ from typing import Callable
 import numpy as np
 
 from optimizer.lookahead import replay_lookahead
+from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay_core import (ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
-                                   period_lookup, period_reduce, run_controller, window_metrics)
+                                   period_lookup, period_reduce, prescale_demand, run_controller, window_metrics)
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -202,19 +203,6 @@ def _last(inp: ReplayInput) -> float:
     return float(d[0]) if len(d) else 0.0
 
 
-def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:
-    """Forecast demand at ``t + lead`` known at ``t`` (NaN where no forecast)."""
-    fc = inp.hourly_fc.get(quantile)
-    n = len(inp.times)
-    if fc is None or inp.hourly_origin_idx is None or len(fc) == 0:
-        return np.full(n, np.nan)
-    oi = inp.hourly_origin_idx
-    j = inp.hourly_offset + lead_s // inp.fc_step_s - 1
-    j = np.clip(j, 0, fc.shape[1] - 1)
-    out = np.where(oi >= 0, fc[np.clip(oi, 0, None), j], np.nan)
-    return out
-
-
 
 def replay_hpa(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
                metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
@@ -234,6 +222,7 @@ def replay_hpa(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, ini
 INFERENCE_FAMILIES: dict[str, Callable[..., tuple[Metrics, dict]]] = {
     "hpa": replay_hpa,
     "lookahead": replay_lookahead,
+    "predictive": replay_predictive,
 }
 
 

@@ -187,3 +187,16 @@ def run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int, me
     step_h = step / 3600.0
     cost = float(replicas.sum() * step_h * inp.gpus_per_unit * inp.price.on_demand)
     return window_metrics(inp.demand, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}
+
+
+def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:
+    """Forecast demand at ``t + lead`` known at ``t`` (NaN where no forecast)."""
+    fc = inp.hourly_fc.get(quantile)
+    n = len(inp.times)
+    if fc is None or inp.hourly_origin_idx is None or len(fc) == 0:
+        return np.full(n, np.nan)
+    oi = inp.hourly_origin_idx
+    j = inp.hourly_offset + lead_s // inp.fc_step_s - 1
+    j = np.clip(j, 0, fc.shape[1] - 1)
+    out = np.where(oi >= 0, fc[np.clip(oi, 0, None), j], np.nan)
+    return out

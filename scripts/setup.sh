@@ -18,6 +18,8 @@ if [ "$MODE" = "test" ]; then
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
   command -v openssl >/dev/null 2>&1 || need+=(openssl)
   command -v victoria-metrics >/dev/null 2>&1 || need+=(victoria-metrics)
+  # `kubectl kustomize deploy/` (tests/test_deploy.py): Debian's kubectl, with kustomize built in
+  command -v kubectl >/dev/null 2>&1 || need+=(kubernetes-client)
   if [ "${#need[@]}" -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     echo "setup: installing Debian packages: ${need[*]}" >&2

@@ -189,7 +189,9 @@ def register(app: typer.Typer) -> None:
 
         def table(console: Console) -> None:
             print_report(result, console, verbose)
-            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files) in "
+            size = report["run"].get("size_bytes")
+            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files"
+                          + (f", {size / 1e6:.1f} MB" if size else "") + ") in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
             if report["run"].get("run_id"):
                 console.print(f"run {report['run']['run_id']}: " + (

@@ -14,6 +14,7 @@ import pandas as pd
 from capplan import atomic
 from capplan.config import CapplanConfig
 from capplan.report import build_report
+from capplan.retention import folder_bytes, write_backtest
 from capplan.state import Forecasts, Ledger, PlanState, Prepared
 from capplan.summary import fleet_summary
 from optimizer.exporters import export_warnings, write_all
@@ -32,7 +33,8 @@ def export(state: PlanState) -> None:
 
     Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts), ``history.parquet`` (and
+    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts, compact:
+    :func:`capplan.retention.write_backtest`), ``history.parquet`` (and
     ``history_native.parquet``: inference series sampled finer than 5 minutes, on their own
     grid). ``report.json`` names every file and the stage seconds up to its own writing, so the
     file equals ``state.report``.
@@ -52,9 +54,14 @@ def export(state: PlanState) -> None:
         state.progress("export", "writing policy and manifests")
         write_all(state.plans, tmp, cfg.export)
         _frames(tmp, fc, outcomes, prep)
+        write_backtest(tmp / "backtest.parquet", list(fc.rolling.values()),
+                       {sid: tuple(s.windows.evaluation) for sid, s in report.series.items()}, cfg.retention.backtest)
         names = sorted([str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + ["report.json"])
         report.run.files = names
         report.run.stage_seconds = {**state.timings, "export": round(time.perf_counter() - t0, 3)}
+        others = folder_bytes(tmp)
+        for _ in range(3):  # the size counts report.json, which holds the size: settles in two passes
+            report.run.size_bytes = others + len((report.to_json(indent=2) + "\n").encode())
         (tmp / "report.json").write_text(report.to_json(indent=2) + "\n")
     state.report = report
 
@@ -88,7 +95,6 @@ def _frames(tmp: Path, fc: Forecasts, outcomes: dict[str, SearchOutcome], prep: 
     trials = [dict(t, series_id=sid, params=json.dumps(t["params"])) for sid, oc in outcomes.items() for t in oc.trials]
     pd.DataFrame(trials).to_parquet(tmp / "trials.parquet", index=False)
     pd.concat([oc.replay for oc in outcomes.values()], ignore_index=True).to_parquet(tmp / "replay.parquet", index=False)
-    pd.concat(list(fc.rolling.values()), ignore_index=True).to_parquet(tmp / "backtest.parquet", index=False)
     prep.h5.to_parquet(tmp / "history.parquet", index=False)
     if prep.native:  # inference series finer than 5 minutes, as the replay saw them
         pd.concat(list(prep.native.values()), ignore_index=True).to_parquet(tmp / "history_native.parquet", index=False)

@@ -12,6 +12,7 @@ sum plus the tuned quantile of its errors (:func:`optimizer.lookahead.promql`), 
 
 from __future__ import annotations
 
+from optimizer.exporters import predictive
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.hpa import external_metric_name, lookahead_metric_name, pod_regex
 from optimizer.lookahead import promql
@@ -49,6 +50,8 @@ def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
     rules = [rule(p, ctx) for p in plans if p.kind == "inference"]
     rules += [lookahead_rule(p, ctx) for p in plans
               if p.kind == "inference" and InferenceParams(**p.params).family == "lookahead"]
+    rules += [predictive.adapter_rule(p, ctx) for p in plans
+              if p.kind == "inference" and predictive.uses_predictive(InferenceParams(**p.params), ctx)]
     if not rules:
         return []
     return [Doc(PATH, {"externalRules": rules},

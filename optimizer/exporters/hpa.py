@@ -26,6 +26,7 @@ replicas from it and takes the larger of its metrics' proposals (HPA docs, "Algo
 from __future__ import annotations
 
 from optimizer.exporters.base import Context, Doc, register
+from optimizer.exporters.predictive import predictive_metric, uses_predictive
 from optimizer.policy import InferenceParams, SeriesPlan
 
 THRESHOLD_NOTE = ("percent points per replica: AverageValue divides the summed DCGM_FI_DEV_GPU_UTIL (0-100 per GPU) "
@@ -125,6 +126,8 @@ def hpa(plan: SeriesPlan, ctx: Context) -> Doc:
         metrics.append({"type": "External", "external": {
             "metric": {"name": lookahead_metric_name(name)},
             "target": {"type": "AverageValue", "averageValue": quantity(100.0 * t.gpus_per_replica)}}})
+    if uses_predictive(p, ctx):  # capplan serve's predicted demand (optimizer.exporters.predictive)
+        metrics.append(predictive_metric(plan, ctx, quantity(p.target_utilization)))
     for res, pct in sorted(ctx.settings.resource_metrics.items()):
         metrics.append({"type": "Resource",
                         "resource": {"name": res, "target": {"type": "Utilization", "averageUtilization": int(pct)}}})

@@ -47,6 +47,8 @@ from zoneinfo import ZoneInfo
 from optimizer.exporters.base import SCALE_TO_ZERO_ANNOTATION, Context, Doc, register
 from optimizer.exporters.hpa import (LOOKAHEAD_NOTE, behavior, behavior_notes, min_replicas, pod_regex, quantity,
                                      replica_notes, target_percent)
+from optimizer.exporters.predictive import NOTE as PREDICTIVE_NOTE
+from optimizer.exporters.predictive import predictive_trigger, uses_predictive
 from optimizer.exporters.settings import PROMETHEUS_PLACEHOLDER
 from optimizer.lookahead import promql
 from optimizer.policy import InferenceParams, SeriesPlan
@@ -106,6 +108,17 @@ def lookahead_trigger(series_query: str, p: InferenceParams, gpus_per_replica: i
     return out
 
 
+def add_predictive(plan: SeriesPlan, ctx: Context, p: InferenceParams, prom: dict, triggers: list,
+                   notes: dict) -> bool:
+    """Append the predicted-demand trigger (:mod:`optimizer.exporters.predictive`) when the service uses
+    it; returns whether it did (then no cron windows are written)."""
+    if not uses_predictive(p, ctx):
+        return False
+    triggers.append(predictive_trigger(plan, ctx, prom, quantity(p.target_utilization)))
+    notes[f"spec.triggers[{len(triggers) - 1}].metadata.threshold"] = PREDICTIVE_NOTE
+    return True
+
+
 def fallback_replicas(plan: SeriesPlan, p: InferenceParams, ctx: Context, lo: int) -> tuple[int, str]:
     """``(replicas, comment)`` for KEDA ``fallback``: the configured value, else the plan's
     ``fallback_replicas`` (p95 need for the next 24 h), else (a policy written before
@@ -157,7 +170,8 @@ def scaled_object(plan: SeriesPlan, ctx: Context) -> Doc:
     if p.family == "lookahead":
         triggers.append(lookahead_trigger(query, p, t.gpus_per_replica, prom, ctx.settings.scrape_seconds))
         notes[f"spec.triggers[{len(triggers) - 1}].metadata.threshold"] = LOOKAHEAD_NOTE
-    for i, w in enumerate(plan.plan.get("prescale") if p.family == "hpa" else []):
+    predictive = add_predictive(plan, ctx, p, prom, triggers, notes)
+    for i, w in enumerate(plan.plan.get("prescale") if p.family == "hpa" and not predictive else []):
         start, end = cron_window(w["start"], w["end"], tz)
         want = min(max(int(w["desired_replicas"]), lo), int(p.max_replicas))
         triggers.append({"type": "cron", "name": f"prescale-{i}",

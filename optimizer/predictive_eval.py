@@ -1,0 +1,89 @@
+"""Rolling-origin comparison of the predictive rule with today's cron pre-scaling.
+
+Rules (each replayed on the data's own grid, decisions seeing only forecasts issued before them):
+
+* ``cron``: the HPA plus KEDA cron windows computed once, from the weekly forecast issued before
+  the window (:mod:`optimizer.cron_replay`): what ``capplan export`` writes today;
+* ``prescale``: the ``hpa`` family with forecast pre-scaling as :mod:`optimizer.replay` scores it
+  (the latest hourly forecast at ``prescale_lead_s``);
+* ``predictive``: the ``predictive`` family (:mod:`optimizer.predictive`): the larger of live demand
+  and capplan serve's forecast at the cold start + metrics lag.
+
+Each rule gets the same small grid (:data:`TARGETS` x :data:`QUANTILES`, and :data:`LEADS` for the
+two pre-scaling rules), the rest of the policy (bounds, behaviour) from ``base``. Its setting is
+chosen on the **tuning** window (the cheapest whose coverage reaches ``coverage_target``, else the
+highest coverage) and scored on the **evaluation** window, which selection never sees
+(DESIGN.md's evaluation protocol).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from optimizer.cron_replay import replay_cron, windows_before
+from optimizer.policy import InferenceParams, Metrics
+from optimizer.replay import ReplayInput, replay_inference
+
+TARGETS = (0.6, 0.7, 0.8, 0.9, 0.95)
+QUANTILES = ("p50", "p90", "p95", "p99")
+LEADS = (300, 600, 900)
+RULES = ("cron", "prescale", "predictive")
+
+
+@dataclass
+class RuleResult:
+    """A rule's chosen params and its figures (:class:`optimizer.policy.Metrics`) on both windows."""
+
+    rule: str
+    params: dict
+    tuning: Metrics
+    evaluation: Metrics
+
+
+def candidates(rule: str, base: InferenceParams) -> list[InferenceParams]:
+    """The grid of ``rule`` (module docstring) around ``base``."""
+    leads = LEADS if rule in ("cron", "prescale") else (base.prescale_lead_s,)
+    fam = "predictive" if rule == "predictive" else "hpa"
+    return [base.model_copy(update={"target_utilization": t, "prescale_quantile": q, "prescale_lead_s": lead,
+                                    "family": fam})
+            for t in TARGETS for q in QUANTILES for lead in leads]
+
+
+def _score(rule: str, inp: ReplayInput, p: InferenceParams, combined: pd.DataFrame, cold_start_s: int,
+           metrics_lag_s: int) -> Metrics:
+    if rule == "cron":
+        win = windows_before(combined, inp.times[0], p) if len(inp.times) else []
+        return replay_cron(inp, p, win, cold_start_s, metrics_lag_s=metrics_lag_s)[0]
+    return replay_inference(inp, p, cold_start_s, metrics_lag_s=metrics_lag_s)[0]
+
+
+def choose(scored: list[tuple[InferenceParams, Metrics]], coverage_target: float) -> tuple[InferenceParams, Metrics]:
+    """The cheapest setting whose coverage reaches ``coverage_target``; else the highest coverage
+    (ties: cheaper)."""
+    ok = [x for x in scored if x[1].coverage >= coverage_target - 1e-12]
+    if ok:
+        return min(ok, key=lambda x: x[1].cost_usd)
+    return max(scored, key=lambda x: (x[1].coverage, -x[1].cost_usd))
+
+
+def compare(tune: ReplayInput, evaluation: ReplayInput, combined: pd.DataFrame, base: InferenceParams,
+            coverage_target: float = 0.95, cold_start_s: int = 90, metrics_lag_s: int = 60,
+            rules: tuple[str, ...] = RULES, progress: Callable[[str], None] | None = None) -> dict[str, RuleResult]:
+    """Per rule, the setting chosen on ``tune`` and its figures on ``evaluation`` (module docstring).
+    ``combined``: the series' combined rolling-origin forecasts (forecast frame), for the cron windows."""
+    out = {}
+    for rule in rules:
+        scored = [(p, _score(rule, tune, p, combined, cold_start_s, metrics_lag_s)) for p in candidates(rule, base)]
+        p, m_tune = choose(scored, coverage_target)
+        m_eval = _score(rule, evaluation, p, combined, cold_start_s, metrics_lag_s)
+        out[rule] = RuleResult(rule, p.model_dump(), m_tune, m_eval)
+        if progress:
+            progress(f"{rule}: tuning cost {m_tune.cost_usd:.0f} coverage {m_tune.coverage:.3f}; evaluation cost "
+                     f"{m_eval.cost_usd:.0f} coverage {m_eval.coverage:.3f}")
+    return out
+
+
+__all__ = ["compare", "choose", "candidates", "RuleResult", "RULES"]
