@@ -45,6 +45,9 @@ class PolicyMetrics(_Model):
     p95_utilization: float | None = 0.0
     regret: float | None = Field(default=None, description="cost_usd / the perfect-foresight cost (oracle) on the "
                                  "same window; a ratio, >= 1 for a policy meeting every interval; null without one")
+    mix: dict[str, float] | None = Field(default=None, description="training: GPU-hours and USD bought per layer "
+                                         "(reserved, spot, on_demand), spot_share (0-1) and the spot the purchase "
+                                         "book's cap refused (optimizer.purchase.purchase_mix)")
 
     @classmethod
     def of(cls, m, oracle_cost_usd: float | None = None) -> "PolicyMetrics | None":
@@ -55,7 +58,7 @@ class PolicyMetrics(_Model):
         from optimizer.oracle import regret
 
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
-                   scale_events=m.scale_events, p95_utilization=m.p95_utilization,
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization, mix=m.mix,
                    regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
 
 

@@ -109,6 +109,7 @@ class Metrics(BaseModel):
     unmet: float
     scale_events: int = 0
     p95_utilization: float = 0.0
+    mix: dict[str, float] | None = None  # training: GPU-hours and USD per layer (optimizer.purchase.purchase_mix)
     daily_coverage: list[float] | None = Field(default=None, exclude=True, repr=False)
     daily_cost_usd: list[float] | None = Field(default=None, exclude=True, repr=False)
 

@@ -93,6 +93,24 @@ def _snake_dict(d: dict) -> dict:
     return {snake(k): v for k, v in d.items()}
 
 
+def _metrics_entry(m: Metrics) -> dict:
+    """A policy's replay figures in camelCase; ``mix`` (training: the purchase mix,
+    :func:`optimizer.purchase.purchase_mix`) too, left out when there is none."""
+    d = m.model_dump()
+    mix = d.pop("mix", None)
+    out = _camel_dict(d)
+    if mix is not None:
+        out["mix"] = _camel_dict(mix)
+    return out
+
+
+def _metrics_of(d: dict) -> Metrics:
+    """The inverse of :func:`_metrics_entry`."""
+    d = dict(d)
+    mix = d.pop("mix", None)
+    return Metrics(**_snake_dict(d), mix=None if mix is None else _snake_dict(mix))
+
+
 def series_entry(p: SeriesPlan, name: str) -> dict:
     pl = dict(p.plan)
     e: dict = {"seriesId": p.series_id, "name": name, "kind": p.kind, "unit": p.unit, "gpuModel": p.gpu_model,
@@ -115,8 +133,7 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
     if pl:
         e["planExtra"] = pl
     e["params"] = _camel_dict(p.params)
-    e["expected"] = {"recommended": _camel_dict(p.recommended.model_dump()),
-                     "baseline": _camel_dict(p.baseline.model_dump())}
+    e["expected"] = {"recommended": _metrics_entry(p.recommended), "baseline": _metrics_entry(p.baseline)}
     e["fallbacks"] = list(p.fallbacks)
     return human(e)
 
@@ -219,8 +236,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
         out.append(SeriesPlan(
             series_id=e["seriesId"], kind=e["kind"], unit=e["unit"], gpu_model=e.get("gpuModel", "default"),
             timezone=e.get("timezone", "UTC"), params=_snake_dict(e.get("params", {})), plan=plan,
-            recommended=Metrics(**_snake_dict(e["expected"]["recommended"])),
-            baseline=Metrics(**_snake_dict(e["expected"]["baseline"])),
+            recommended=_metrics_of(e["expected"]["recommended"]),
+            baseline=_metrics_of(e["expected"]["baseline"]),
             forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
     return out
 
