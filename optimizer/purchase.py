@@ -110,3 +110,15 @@ def purchase_mix(series: dict, price: GpuPrice, step_s: int, gpus_per_unit: floa
     out["spot_share"] = round(gh["spot"] / total, 4) if total > 0 else 0.0
     out["spot_refused_gpu_hours"] = round(float(np.sum(series.get("spot_refused", 0.0))) * h, 3)
     return out
+
+
+def mix_note(mix: dict[str, float] | None, price: GpuPrice) -> str | None:
+    """A note for the report when a training plan buys spot without a cap in the price book:
+    the share it relies on, why (the prices), and the setting that bounds it. None otherwise."""
+    if not mix or price.spot_cap_gpus is not None or price.spot_cap_share is not None or mix["spot_share"] <= 0:
+        return None
+    return (f"purchase: {mix['spot_share']:.0%} of the GPU-hours bought are spot ({mix['spot_gpu_hours']:,.0f} of "
+            f"{mix['reserved_gpu_hours'] + mix['spot_gpu_hours'] + mix['on_demand_gpu_hours']:,.0f}), reserved "
+            f"{mix['reserved_gpu_hours']:,.0f}: spot at {price.spot:g} against {price.reserved:g} reserved and "
+            f"{price.on_demand:g} on demand USD per GPU-hour, and the price book sets no spot cap; set "
+            "prices.<gpu model>.spot_cap_share or spot_cap_gpus to what the account can get")

@@ -67,6 +67,7 @@ from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
+from optimizer.purchase import mix_note
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
@@ -346,8 +347,9 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
+    mix = mix_note(rec.mix, evalw.price)
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
-                         list(task.notes) + list(tuned.notes), peers={k: m for k, (m, _) in peers_eval.items()},
+                         list(task.notes) + list(tuned.notes) + ([mix] if mix else []), peers={k: m for k, (m, _) in peers_eval.items()},
                          oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched)
 
 

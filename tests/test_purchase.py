@@ -12,7 +12,7 @@ from optimizer.exporters.validate import validate_dir
 from optimizer.layers import critical_ratios
 from optimizer.policy import Metrics, SeriesPlan
 from optimizer.prices import GpuPrice
-from optimizer.purchase import held_reservation, purchase_mix, sellable_layers
+from optimizer.purchase import held_reservation, mix_note, purchase_mix, sellable_layers
 from optimizer.replay import ReplayInput, account_training
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
@@ -94,3 +94,11 @@ def test_policy_yaml_carries_the_mix_and_validates(tmp_path):
     assert "spotRefusedGpuHours: 6" in text and "onDemandUsd: 6" in text
     back = read_policy(tmp_path / "policy.yaml")[0]
     assert back.recommended.mix == mix and back.baseline.mix is None
+
+
+def test_an_uncapped_spot_plan_says_so_and_a_capped_one_does_not():
+    mix = {"reserved_gpu_hours": 0.0, "spot_gpu_hours": 90.0, "on_demand_gpu_hours": 10.0, "spot_share": 0.9}
+    note = mix_note(mix, PRICE)
+    assert note is not None and "90%" in note and "spot_cap_share" in note
+    assert mix_note(mix, PRICE.model_copy(update={"spot_cap_share": 0.5})) is None
+    assert mix_note({**mix, "spot_share": 0.0}, PRICE) is None and mix_note(None, PRICE) is None
