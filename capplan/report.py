@@ -163,6 +163,8 @@ class SeriesReport(_Model):
     searched: PolicyMetrics | None = Field(default=None, description="the searched policy (params), when a "
                                            "baseline/peer is recommended instead")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
+    uncapped: PolicyMetrics | None = Field(default=None, description="the recommendation without the pool's quota, "
+                                           "when it needs more (the notes say which quota to ask for)")
     oracle: OracleFigures | None = None
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
@@ -311,6 +313,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             recommended_policy=oc.recommended_policy,
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
+            uncapped=PolicyMetrics.of(oc.uncapped, oracle),
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},

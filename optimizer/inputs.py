@@ -69,7 +69,8 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     replica; ``price_book``: GPU model -> USD per GPU-hour
     (:func:`optimizer.prices.price_for` states a fallback price in the notes);
     ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
-    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`).
+    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`). A training
+    pool's ``meta.quota_gpus`` caps what its replays may hold (``ReplayInput.quota``).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
@@ -82,6 +83,7 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":
+        inp.quota = meta.quota_gpus  # the Volcano Queue's capability holds the pool to it (optimizer.purchase)
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
         hour_starts = pd.date_range(start, end, freq="1h")

@@ -122,3 +122,40 @@ def mix_note(mix: dict[str, float] | None, price: GpuPrice) -> str | None:
             f"{mix['reserved_gpu_hours']:,.0f}: spot at {price.spot:g} against {price.reserved:g} reserved and "
             f"{price.on_demand:g} on demand USD per GPU-hour, and the price book sets no spot cap; set "
             "prices.<gpu model>.spot_cap_share or spot_cap_gpus to what the account can get")
+
+
+def within_quota(quota: float | None, reserved: np.ndarray, od: np.ndarray, spot: np.ndarray, hourly: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The layers a pool's quota lets it hold: at most ``quota`` GPUs per step (the Volcano
+    Queue's ``capability``, :mod:`optimizer.exporters.volcano`, which the cluster enforces), cut
+    from the most flexible layer first (the hourly top-up, then the daily on-demand, spot, and
+    last the reservation). ``quota`` None or not positive: unchanged. Returns ``(reserved,
+    on-demand, spot, hourly)``, GPUs per step."""
+    if quota is None or quota <= 0:
+        return reserved, od, spot, hourly
+    over = np.maximum(reserved + od + spot + hourly - float(quota), 0.0)
+    out = []
+    for layer in (hourly, od, spot, reserved):
+        cut = np.minimum(layer, over)
+        out.append(layer - cut)
+        over = over - cut
+    return out[3], out[1], out[2], out[0]
+
+
+def quota_need(quota: float | None, series: dict) -> int | None:
+    """The GPUs a quota must allow for the policy of a replay's ``series`` (its ``asked``: GPUs per
+    step before the quota) to run uncapped: ``ceil(max asked)`` when that is above ``quota``,
+    else None."""
+    asked = series.get("asked")
+    if quota is None or quota <= 0 or asked is None or not len(asked):
+        return None
+    need = int(np.ceil(float(np.max(asked)) - 1e-9))
+    return need if need > quota else None
+
+
+def quota_note(quota: float, need: int, capped, uncapped) -> str:
+    """The report's note for a plan above its quota: the quota to ask for and both sets of figures
+    (``capped``/``uncapped``: :class:`optimizer.policy.Metrics` on the evaluation window)."""
+    return (f"quota: the plan needs up to {need} GPUs, above the pool's quota of {quota:g}; raise the quota to "
+            f"{need}. Held to the quota (the figures shown) it costs {capped.cost_usd:,.2f} USD at coverage "
+            f"{capped.coverage:.3f}; uncapped {uncapped.cost_usd:,.2f} USD at coverage {uncapped.coverage:.3f}")

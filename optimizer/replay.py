@@ -65,7 +65,7 @@ from forecasting.types import QCOLS
 from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.prices import GpuPrice
-from optimizer.purchase import purchase_mix, sellable_layers, spot_terms
+from optimizer.purchase import purchase_mix, sellable_layers, spot_terms, within_quota
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -98,6 +98,7 @@ class ReplayInput:
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
+    quota: float | None = None  # training: most GPUs the pool may hold (optimizer.purchase.within_quota)
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
 
@@ -240,13 +241,16 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     Cost (USD) = sum over steps of (reserved x reserved price + (on-demand +
     hourly on-demand) x on-demand price + spot x spot price) x step hours x
     GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`), after the purchase
-    book's limits (:func:`optimizer.purchase.sellable_layers`); ``Metrics.mix`` is what was bought.
+    book's limits (:func:`optimizer.purchase.sellable_layers`) and within ``inp.quota``
+    (:func:`optimizer.purchase.within_quota`); ``Metrics.mix`` is what was bought.
     Scale events count the changes of each layer separately: the weekly
     reservation, the daily purchase (on-demand + spot) and the hourly top-up.
     """
     step_h = inp.step_s / 3600.0
     hourly = np.zeros_like(reserved, dtype=float) if od_hourly is None else od_hourly
     reserved, od, spot, refused = sellable_layers(inp.price, inp.step_s, reserved, od, spot, hourly)
+    asked = reserved + od + spot + hourly
+    reserved, od, spot, hourly = within_quota(inp.quota, reserved, od, spot, hourly)
     interruption_rate, recovery_s = spot_terms(inp.price, interruption_rate, recovery_s)
     lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
     cap = reserved + od + spot + hourly - lost
@@ -258,7 +262,7 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     cost = float(step_cost.sum())
     events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
     series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
-              "provisioned": cap, "spot_refused": refused}
+              "provisioned": cap, "spot_refused": refused, "asked": asked}
     m = _metrics(demand, cap, cost, step_h, events, step_cost)
     m.mix = purchase_mix(series, inp.price, inp.step_s, inp.gpus_per_unit)
     return m, series

@@ -55,6 +55,7 @@ of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,7 +68,7 @@ from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
-from optimizer.purchase import mix_note
+from optimizer.purchase import mix_note, quota_need, quota_note
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
@@ -179,6 +180,7 @@ class SearchOutcome:
     oracle: OracleResult | None = None
     recommended_policy: str = "searched"
     searched: Metrics | None = None  # the searched policy's figures when a rival is recommended instead
+    uncapped: Metrics | None = None  # the recommendation's figures without the quota, when it needs more
 
     def regret(self) -> dict[str, float]:
         """``cost / oracle cost`` per policy (``baseline``, ``recommended``, each peer); empty without an oracle."""
@@ -347,10 +349,16 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    mix = mix_note(rec.mix, evalw.price)
+    notes, uncapped, need = [mix_note(rec.mix, evalw.price)], None, quota_need(evalw.quota, rec_series)
+    if need is not None:  # the same policy where the cluster would grant it all
+        free = dataclasses.replace(evalw, quota=None)
+        uncapped = (pr.replay(best_params, free) if chosen == "searched" else pr.baseline(free) if chosen == "baseline"
+                    else pr.peers(free)[chosen])[0]
+        notes.append(quota_note(evalw.quota, need, rec, uncapped))
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
-                         list(task.notes) + list(tuned.notes) + ([mix] if mix else []), peers={k: m for k, (m, _) in peers_eval.items()},
-                         oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched)
+                         list(task.notes) + list(tuned.notes) + [n for n in notes if n],
+                         peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
+                         recommended_policy=chosen, searched=searched, uncapped=uncapped)
 
 
 def search_one(task: SearchTask) -> SearchOutcome:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,8 +14,12 @@ from optimizer.exporters.validate import validate_dir
 from optimizer.layers import critical_ratios
 from optimizer.policy import Metrics, SeriesPlan
 from optimizer.prices import GpuPrice
-from optimizer.purchase import held_reservation, mix_note, purchase_mix, sellable_layers
+from optimizer.purchase import held_reservation, mix_note, purchase_mix, quota_need, sellable_layers, within_quota
 from optimizer.replay import ReplayInput, account_training
+from optimizer.settings import SearchSettings
+from optimizer.tuning import SearchTask, search_one
+from tests.test_replay import _flat
+from tests.test_replay import inp as replay_inp
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 
@@ -102,3 +108,37 @@ def test_an_uncapped_spot_plan_says_so_and_a_capped_one_does_not():
     assert note is not None and "90%" in note and "spot_cap_share" in note
     assert mix_note(mix, PRICE.model_copy(update={"spot_cap_share": 0.5})) is None
     assert mix_note({**mix, "spot_share": 0.0}, PRICE) is None and mix_note(None, PRICE) is None
+
+
+def test_the_quota_caps_the_flexible_layers_first():
+    n = 3
+    r, od, sp, hr = np.full(n, 4.0), np.full(n, 3.0), np.full(n, 2.0), np.full(n, 2.0)
+    r2, od2, sp2, hr2 = within_quota(6.0, r, od, sp, hr)  # 11 asked, 5 cut: the top-up, then 3 of on-demand
+    assert (hr2 == 0).all() and (od2 == 0).all() and (sp2 == 2.0).all() and (r2 == 4.0).all()
+    assert all(np.array_equal(a, b) for a, b in zip(within_quota(None, r, od, sp, hr), (r, od, sp, hr)))
+    m, s = account_training(inp([10.0] * 12, PRICE), np.zeros(12), np.zeros(12), np.full(12, 10.0),
+                            interruption_rate=0.0)
+    assert quota_need(None, s) is None and quota_need(12, s) is None and quota_need(8, s) == 10
+    capped_inp = inp([10.0] * 12)
+    capped_inp.quota = 8.0
+    c, cs = account_training(capped_inp, np.zeros(12), np.zeros(12), np.full(12, 10.0), interruption_rate=0.0)
+    assert cs["provisioned"].max() == 8.0 and c.coverage == 0.0 and c.cost_usd == pytest.approx(8 * 0.4)
+    assert quota_need(8.0, cs) == 10
+
+
+def test_a_plan_above_its_quota_reports_both_figures_and_the_quota_to_ask_for():
+    n = 2016  # a week of 5-minute steps at 6 GPUs, a pool whose quota is 4
+    tune = _flat(replay_inp(np.full(n, 6.0)), 6.0, 6.0, np.full(n, 6.0))
+    evalw = _flat(replay_inp(np.full(n, 6.0), start="2024-01-08"), 6.0, 6.0, np.full(n, 6.0))
+    tune.quota = evalw.quota = 4.0
+    oc = search_one(SearchTask("train/q", "training", tune, evalw, SearchSettings(n_calls=4, random_search=False),
+                               0, []))
+    assert oc.uncapped is not None and oc.uncapped.coverage > oc.recommended.coverage
+    assert oc.replay["provisioned_recommended"].max() <= 4.0
+    note = next(x for x in oc.notes if x.startswith("quota:"))
+    need = int(note.split("raise the quota to ")[1].split(".")[0])
+    assert need >= 6 and f"{oc.uncapped.cost_usd:,.2f}" in note
+    free = search_one(SearchTask("train/q", "training", dataclasses.replace(tune, quota=None),
+                                 dataclasses.replace(evalw, quota=None),
+                                 SearchSettings(n_calls=4, random_search=False), 0, []))
+    assert free.uncapped is None and not any(x.startswith("quota:") for x in free.notes)
