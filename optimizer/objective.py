@@ -55,7 +55,9 @@ import math
 
 import numpy as np
 
+from optimizer.oracle import daily_training_limits, training_oracle
 from optimizer.policy import Metrics
+from optimizer.replay import ReplayInput
 
 
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:
@@ -105,3 +107,19 @@ def daily_regret_score(m: Metrics, day_limits_usd, coverage_target: float, refer
     ok = limits > 0
     pen = penalty * 100.0 * coverage_shortfall(m, coverage_target, by) * reference_cost / max(limit_cost, 1e-12)
     return float(np.quantile(costs[ok] / limits[ok], quantile) + pen)
+
+
+def selection_score(kind: str, how: str, tune: ReplayInput, target: float, ref_cost: float, penalty: float,
+                    by: str):
+    """The tuning window's ranking function ``score(metrics)`` for ``how``
+    (:data:`SELECTION_SCORES`), or None for the default cost objective
+    (:func:`objective_value`). ``daily_regret_q75`` applies to training pools
+    (their replays carry daily costs and their limit splits by day); inference services keep
+    the cost objective. Raises ValueError for an unknown ``how``."""
+    if how not in SELECTION_SCORES:
+        raise ValueError(f"unknown selection score {how!r}; use one of {', '.join(SELECTION_SCORES)}")
+    if how == "cost" or kind != "training":
+        return None
+    limits = daily_training_limits(tune)
+    limit = training_oracle(tune).cost_usd
+    return lambda m: daily_regret_score(m, limits, target, ref_cost, limit, penalty, by)
