@@ -72,3 +72,4 @@ def period_level_lookup(forecasts: pd.DataFrame, times: pd.DatetimeIndex, period
         return exceeded_level(g.groupby(((g["timestamp"] - ps) // sub).to_numpy())[q].max().to_numpy(), share)
 
     return period_reduce(forecasts, times, period_starts, period_len, level)
+

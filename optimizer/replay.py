@@ -62,6 +62,7 @@ import pandas as pd
 
 from forecasting.metrics import idle_ratio
 from forecasting.types import QCOLS
+from optimizer.headroom import with_headroom
 from optimizer.hpa import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.prices import GpuPrice
@@ -198,7 +199,8 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
         inp.count_tol = count_tolerance(inp.history_before)
     tol = inp.count_tol
     reserved = whole(p.reservation_ratio * wm, tol)
-    target = whole(p.headroom * dm, tol)
+    spread = daily["p90"] - daily["p50"] if p.headroom_scale == "spread" else 0.0
+    target = whole(with_headroom(dm, p.headroom, spread, p.headroom_scale), tol)
     if p.daily_cap == "last_day_peak":  # never buy for the day more than the last 24 h needed
         if inp.day_peak is None:
             inp.day_peak = day_start_peak(inp)
@@ -210,7 +212,9 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     if p.topup_quantile != "none":
         hm = inp.hour_max.get(p.topup_quantile)
         hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
-        hourly = np.maximum(whole(p.topup_headroom * hm, tol) - reserved - flex, 0.0)
+        hs = inp.hour_max["p90"] - inp.hour_max["p50"] if p.headroom_scale == "spread" else 0.0
+        hourly = np.maximum(whole(with_headroom(hm, p.topup_headroom, hs, p.headroom_scale), tol) - reserved - flex,
+                            0.0)
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
 
 

@@ -72,6 +72,8 @@ class TrainingBounds(_Bounds):
     topup_headroom: tuple[float, float] | None = None
     quantile: list[Quantile] | None = Field(default=None, min_length=1)
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1)
+    headroom_scale: Literal["level", "spread"] | None = Field(default=None, description="how the headrooms apply "
+                                                            "(optimizer.headroom; fixed, not searched)")
 
 
 class InferenceBounds(_Bounds):

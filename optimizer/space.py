@@ -114,12 +114,14 @@ class Space:
 def training_space(bounds: dict | None = None) -> Space:
     """Training pool: reservation ratio, forecast quantile, daily headroom, spot
     fraction, and the hourly on-demand top-up (quantile, ``none`` included, and
-    headroom); see :class:`optimizer.policy.TrainingParams`."""
+    headroom); see :class:`optimizer.policy.TrainingParams`. ``bounds["headroom_scale"]``
+    (``level`` or ``spread``, :mod:`optimizer.headroom`) is fixed into every policy, not searched."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
          "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
          "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
     labels = {k: _ordered(b[k]) for k in ("quantile", "topup_quantile")}
+    fixed = {"headroom_scale": b["headroom_scale"]} if "headroom_scale" in b else {}  # not searched
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
             _choice(labels, "quantile"),
             Categorical(list(b["daily_rule"]), name="daily_rule"),
@@ -128,7 +130,7 @@ def training_space(bounds: dict | None = None) -> Space:
             Real(*b["spot_fraction"], name="spot_fraction"),
             _choice(labels, "topup_quantile"),
             Real(*b["topup_headroom"], name="topup_headroom")]
-    return Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
+    return Space(dims, lambda v: TrainingParams(**v), fixed=fixed, safety=_training_safety, labels=labels,
                  anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
                  grid_skip=lambda v: v["topup_quantile"] in ("none", "c80", "c90", "c95") and v["topup_headroom"] != 1.0)
 

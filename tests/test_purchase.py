@@ -142,3 +142,18 @@ def test_a_plan_above_its_quota_reports_both_figures_and_the_quota_to_ask_for():
                                  dataclasses.replace(evalw, quota=None),
                                  SearchSettings(n_calls=4, random_search=False), 0, []))
     assert free.uncapped is None and not any(x.startswith("quota:") for x in free.notes)
+
+
+def test_the_limit_honours_the_spot_cap_and_the_quota():
+    from optimizer.oracle import training_oracle
+
+    d = [10.0] * 288  # a day
+    free = training_oracle(inp(d))
+    assert free.cost_usd == pytest.approx(10 * 24 * 0.4)  # all spot
+    half = training_oracle(inp(d, PRICE.model_copy(update={"spot_cap_share": 0.5})))
+    assert half.layers["spot"] == pytest.approx(5 * 24) and half.cost_usd > free.cost_usd
+    gpus = training_oracle(inp(d, PRICE.model_copy(update={"spot_cap_gpus": 3.0})))
+    assert gpus.layers["spot"] == pytest.approx(3 * 24)
+    q = inp(d)
+    q.quota = 6.0
+    assert training_oracle(q).cost_usd == pytest.approx(6 * 24 * 0.4)
