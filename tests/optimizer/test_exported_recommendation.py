@@ -9,7 +9,7 @@ import pytest
 from optimizer.peers import PEERS, exported_params, replay_peers
 from optimizer.policy import InferenceParams
 from optimizer.replay import replay_inference
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 from optimizer.tuning import PolicyReplay, SearchTask, Tuned, evaluate_policy, search_one
 from tests.optimizer.test_lookahead import inp
 

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from optimizer.exporters import write_all
-from optimizer.exporters.policy import read_policy
+from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.validate import validate_dir
 from optimizer.layers import critical_ratios
 from optimizer.policy import Metrics, SeriesPlan
 from optimizer.prices import GpuPrice
 from optimizer.purchase import held_reservation, mix_note, purchase_mix, quota_need, sellable_layers, within_quota
 from optimizer.replay import ReplayInput, account_training
-from optimizer.settings import SearchSettings
+from optimizer.search_settings import SearchSettings
 from optimizer.tuning import SearchTask, search_one
 from tests.optimizer.test_replay import _flat
 from tests.optimizer.test_replay import inp as replay_inp
