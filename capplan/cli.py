@@ -14,6 +14,8 @@ from pathlib import Path
 
 import typer
 
+from capplan import __version__
+from capplan.commands import COMMANDS
 from capplan.diskfull import disk_full_error, is_disk_full
 
 from capplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, InputError
@@ -38,8 +40,6 @@ def _root(
 ) -> None:
     """capplan: GPU capacity planning from forecasts and replay."""
     if version:
-        from capplan import __version__
-
         typer.echo(f"capplan {__version__}")
         raise typer.Exit(0)
     if ctx.invoked_subcommand is None:
@@ -64,8 +64,6 @@ def _plain_flags() -> None:
 
 
 def _register() -> None:
-    from capplan.commands import COMMANDS
-
     _plain_flags()
     for mod in COMMANDS:
         mod.register(app)

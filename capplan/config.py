@@ -37,8 +37,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from capplan.config_prometheus import BasicAuth, HeaderSecret, PrometheusConfig, parse_duration  # noqa: F401 (re-exported)
 from capplan.config_yaml import describe, read_yaml
+from capplan import promql
 from capplan.errors import InputError
+from capplan.promql import outer_aggregation
+from capplan.promql_steps import step_query, window_selectors
 from forecasting.calendar import CUSTOM_EVENTS
+from forecasting.registry import ModelRegistry
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from capplan.remote_models import RemoteModelRegistry
 from capplan.retention import RetentionConfig
@@ -93,8 +97,6 @@ class SeriesConfig(BaseModel):
         if bool(self.query) == bool(self.template):
             raise ValueError(f"series {self.id!r}: set exactly one of 'query' or 'template'")
         if self.template:
-            from capplan import promql
-
             try:
                 promql.render(self.template, self.selector, self.params)
             except InputError as exc:
@@ -108,8 +110,6 @@ class SeriesConfig(BaseModel):
             except ValueError as exc:
                 raise ValueError(f"series {self.id!r}: {name}: {exc}") from None
         if self.query:
-            from capplan.promql_steps import window_selectors
-
             try:
                 window_selectors(self.query, "last_over_time", 60)
             except ValueError as exc:
@@ -121,15 +121,11 @@ class SeriesConfig(BaseModel):
         (see :mod:`capplan.promql`; ``exported_labels`` as in :class:`PrometheusConfig`)."""
         if self.query:
             return self.query
-        from capplan import promql
-
         return promql.render(self.template, self.selector, self.params, exported_labels=exported_labels)
 
     def combination(self, prom: "PrometheusConfig") -> str | None:
         """How the query's label sets add up: ``aggregate``, else the query's outer
         aggregation (count -> sum, group -> max), else None (they must not overlap)."""
-        from capplan.promql import outer_aggregation
-
         how = self.aggregate or outer_aggregation(self.promql(prom.exported_labels))
         return {"count": "sum", "group": "max"}.get(how, how)
 
@@ -138,8 +134,6 @@ class SeriesConfig(BaseModel):
         peak (or last value) of its step and samples go stale after the scrape
         interval (:func:`capplan.promql_steps.step_query`). ``count``: the most
         label sets present at once within each step instead (overlap check)."""
-        from capplan.promql_steps import step_query
-
         window = parse_duration(self.scrape_interval or prom.scrape_interval)
         q = self.promql(prom.exported_labels)
         if count:
@@ -186,8 +180,6 @@ class ForecastConfig(BaseModel):
 
     def registry(self, root: str):
         """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
-        from forecasting.registry import ModelRegistry
-
         if "://" in str(root):  # an object store (capplan.remote_models)
             return RemoteModelRegistry(str(root), keep=self.registry_keep)
         return ModelRegistry(root, keep=self.registry_keep)

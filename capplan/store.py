@@ -44,7 +44,7 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
-from capplan import atomic, remote
+from capplan import atomic, jsonout, remote
 from capplan.retention import RetentionConfig, prune_runs
 from capplan.errors import InputError
 from forecasting.keys import file_key
@@ -213,8 +213,6 @@ class Store:
     def write_tier_forecast(self, tier: str, key: str, series_id: str, rolling: pd.DataFrame, final: pd.DataFrame,
                             doc: dict) -> None:
         """Write one series' forecasts of one tier (rolling, plan, then the JSON document), each atomically."""
-        from capplan import jsonout
-
         d, k = self.forecast_dir(tier, key), series_key(series_id)
         atomic.write_parquet(d / f"{k}.backtest.parquet", rolling)
         atomic.write_parquet(d / f"{k}.parquet", final)
@@ -233,8 +231,6 @@ class Store:
         """Close a tier's run: remove files of series not in ``ok``, write
         ``_manifest.json`` (series ok / missing) and point ``forecasts/<tier>/LATEST`` at ``key``.
         Returns the manifest."""
-        from capplan import jsonout
-
         d = self.forecast_dir(tier, key)
         d.mkdir(parents=True, exist_ok=True)
         ok = sorted(set(ok))

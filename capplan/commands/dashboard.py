@@ -22,6 +22,7 @@ from typing import Optional
 
 import typer
 
+from capplan.config import load_config
 from capplan.errors import InputError
 
 
@@ -48,7 +49,7 @@ def allowed_hosts(host: str, extra: list[str] | tuple[str, ...] = ()) -> list[st
 def streamlit_command(host: str, port: int, extra_hosts: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The ``streamlit run`` command line for the dashboard (``server.allowedHosts`` from
     :func:`allowed_hosts`; XSRF protection and CORS stay on, Streamlit's defaults)."""
-    from dashboards import APP
+    from dashboards import APP  # lazy: the dashboards package imports capplan; only its app path is needed
 
     hosts = [a for h in allowed_hosts(host, extra_hosts) for a in ("--server.allowedHosts", h)]
     return [sys.executable, "-m", "streamlit", "run", str(APP), *hosts,
@@ -77,7 +78,6 @@ def register(app: typer.Typer) -> None:
                                                "The bound address and localhost are always accepted."),
     ):
         """Open the planning dashboard: Fleet, Forecasts, Plan, Manifests and What-if on the latest run."""
-        from capplan.config import load_config
 
         env = dict(os.environ)
         if config is not None:
