@@ -6,7 +6,7 @@ quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DI
 them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
 On the embedded sample's evaluation windows, with the pipeline's own search
-stage (:func:`capplan.pipeline.search_stage`):
+stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.search_outcomes`):
 
 1. per series and policy (recommended, baseline, each peer of
    :mod:`optimizer.peers`): regret (cost / the oracle's cost,
@@ -34,7 +34,6 @@ LSTM's seed is the forecast run's).
 
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np
@@ -42,10 +41,9 @@ import pandas as pd
 
 
 from benchmarks import common
-from benchmarks.common import forecasts_from
 from benchmarks.policy_hindsight import hindsight_best
-from capplan import pipeline
 from capplan.config import CapplanConfig, load_config
+from capplan.stages.search import search_tasks
 from optimizer.tuning import PolicyReplay
 
 
@@ -105,7 +103,7 @@ def hindsight_table(prep, fc, cfg: CapplanConfig, seed: int, coverage: float = 0
     :func:`benchmarks.policy_hindsight.hindsight_best`)."""
 
     rows = []
-    for t in pipeline.search_tasks(prep, fc, cfg, seed):
+    for t in search_tasks(prep, fc, cfg, seed):
         best = hindsight_best(PolicyReplay(t.kind, t.settings, seed), t.tune, t.evalw, coverage)
         for fam, b in best.items():
             rows.append({"series": t.series_id, "kind": t.kind, "family": fam, "hindsight_regret": b.regret,
@@ -145,21 +143,14 @@ def main(argv: list[str] | None = None) -> None:
         cfg.plan.selection_score = a.selection
     cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
     t0 = time.perf_counter()
-    prep = pipeline.regularise_stage(pipeline.load_stage(a.source, cfg, a.series, a.timezone), cfg)
-    if a.forecasts is not None:
-        fc = forecasts_from(a.forecasts)
-        keep = set(fc.rolling["combined"]["series_id"].unique())
-        missing = sorted(set(prep.windows) - keep)
-        if missing:
-            sys.exit(f"--forecasts {a.forecasts}: no forecasts for {', '.join(missing)}; plan them first")
-    else:
-        prep, fc = pipeline.forecast_stage(prep, cfg, 0)
+    state = common.with_forecasts(common.loaded_state(cfg, a.source, a.series, a.timezone), a.forecasts)
+    prep, fc = state.prep, state.fc
     kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
     print(f"forecasts ready in {time.perf_counter() - t0:.0f} s", flush=True)
     by_seed = {}
     for seed in a.seeds:
         t = time.perf_counter()
-        by_seed[seed] = table(pipeline.search_stage(prep, fc, cfg, seed), kinds)
+        by_seed[seed] = table(common.search_outcomes(state, seed), kinds)
         print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
     first = by_seed[a.seeds[0]]
     pd.set_option("display.width", 200)

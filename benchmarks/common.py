@@ -4,18 +4,36 @@ A benchmark builds its parser with :func:`parser` and adds the shared options it
 takes (:func:`add_source`, :func:`add_series`, :func:`add_seed`, :func:`add_seeds`,
 :func:`add_forecasts`, :func:`add_config`), then loads data with
 :func:`load_history` or :func:`forecasts_from`.
+
+The plan's own stages (:data:`capplan.pipeline.PLAN`) are run on a
+:class:`capplan.state.PlanState` through :func:`capplan.pipeline.run`, a few at a time:
+:func:`loaded_state` / :func:`prepared_state` (the load stage, or its preparation of an
+in-memory history), :func:`with_forecasts` (the forecast and combine stages, or a plan
+folder's forecasts) and :func:`search_outcomes` (the search stage for one seed).
+:func:`stage_meter` times the stages of any run and records the peak RSS after each.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import resource
 import sys
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 
-from capplan.state import Forecasts
-from capplan.sources import load_source
+from capplan import pipeline
+from capplan.config import CapplanConfig
+from capplan.sources import LoadedHistory, load_source
+from capplan.stages.combine import combine
+from capplan.stages.forecast import forecast
+from capplan.stages.load import load, prepare
+from capplan.stages.search import search
+from capplan.state import Forecasts, PlanState
+from optimizer.tuning import SearchOutcome
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,4 +109,98 @@ def forecasts_from(out_dir: Path) -> Forecasts:
     if not path.is_file():
         sys.exit(f"--forecasts {out_dir}: no backtest.parquet; pass a capplan plan output folder")
     b = pd.read_parquet(path)
-    return Forecasts({"combined": b[b["tier"] == "combined"].reset_index(drop=True)}, pd.DataFrame(), {}, {}, {})
+    return combined_only(b[b["tier"] == "combined"].reset_index(drop=True))
+
+
+def combined_only(rolling: pd.DataFrame) -> Forecasts:
+    """:class:`capplan.state.Forecasts` holding only the combined rolling-origin forecasts ``rolling``
+    (``series_id, issued_at, timestamp, p50, p90, p95, p99``, 5-minute grid): all that the search
+    stage reads; no plan forecast, no per-tier frames."""
+    return Forecasts({"combined": rolling}, pd.DataFrame(), {}, {}, {})
+
+
+def loaded_state(cfg: CapplanConfig, source: str = "sample", series: list[str] | None = None,
+                 timezone: str = "UTC", seed: int = 0) -> PlanState:
+    """A :class:`capplan.state.PlanState` after the load stage (:func:`capplan.stages.load.load`):
+    ``loaded`` and ``prep`` set (``prep.h5`` / ``prep.h1``: ``series_id, timestamp, value`` in GPUs on
+    the 5-minute / hourly grid; ``prep.windows``: training | tuning | evaluation per series), as
+    ``capplan plan --source SOURCE --series ... --timezone ...`` would have them.
+
+    Raises :class:`capplan.errors.InputError` for an unknown ``series`` id or an unusable source.
+    """
+    return pipeline.run([load], PlanState(cfg, source, series, seed, timezone))
+
+
+def prepared_state(cfg: CapplanConfig, loaded: LoadedHistory, seed: int = 0) -> PlanState:
+    """A :class:`capplan.state.PlanState` as the load stage leaves it, for a history built in memory
+    (``loaded.frame``: ``series_id, timestamp, value``; ``loaded.meta``: each series' metadata):
+    ``prep`` from :func:`capplan.stages.load.prepare`, its notes and failures in ``ledger``.
+
+    Raises :class:`capplan.errors.InputError` as :func:`~capplan.stages.load.prepare` does.
+    """
+    state = PlanState(cfg, loaded.label or "memory", seed=seed, loaded=loaded)
+    state.prep = prepare(loaded, cfg, state.ledger)
+    return state
+
+
+def with_forecasts(state: PlanState, out_dir: Path | None = None) -> PlanState:
+    """``state`` (after the load stage) with ``fc`` set: the forecast and combine stages
+    (``pipeline.run([forecast, combine], state)``, seeded with ``state.seed``; several minutes on
+    the sample), or, with ``out_dir``, the combined forecasts of that ``capplan plan`` folder
+    (:func:`forecasts_from`). Returns ``state``.
+
+    Exits with a message naming them when ``out_dir`` lacks forecasts for some of ``state``'s series.
+    """
+    if out_dir is None:
+        return pipeline.run([forecast, combine], state)
+    state.fc = forecasts_from(out_dir)
+    missing = sorted(set(state.prep.windows) - set(state.fc.rolling["combined"]["series_id"].unique()))
+    if missing:
+        sys.exit(f"--forecasts {out_dir}: no forecasts for {', '.join(missing)}; plan them first")
+    return state
+
+
+def search_outcomes(state: PlanState, seed: int) -> dict[str, SearchOutcome]:
+    """The search stage (``pipeline.run([search], state)``) on ``state``'s forecasts with ``seed``:
+    series_id -> :class:`optimizer.tuning.SearchOutcome` (regret, coverage, idle ratio and cost in
+    USD of each policy on the evaluation window). ``state.seed`` is left at ``seed``.
+
+    Raises :class:`capplan.errors.InputError` when every series' search failed.
+    """
+    state.seed = seed
+    return pipeline.run([search], state).outcomes
+
+
+def peak_rss_mib(children: bool = False) -> float:
+    """High-water resident memory (MiB, ``resource.getrusage``) of this process, plus that of its
+    finished child processes with ``children`` (e.g. a process-pool executor's workers). It only grows."""
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if children:
+        kb += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return kb / 1024.0
+
+
+@contextmanager
+def stage_meter(stages: list, children: bool = False):
+    """Time the entries of ``stages`` (e.g. :data:`capplan.pipeline.PLAN`) while the block runs:
+    each is wrapped in place (its ``__name__`` kept, so ``run.stage_seconds`` names it as before)
+    and restored on exit. Yields a dict filled as stages end: stage name -> ``{"s": wall seconds,
+    "peak_mib": peak RSS after the stage}`` (:func:`peak_rss_mib` with ``children``)."""
+    rows: dict[str, dict] = {}
+    original = list(stages)
+
+    def metered(fn):
+        @functools.wraps(fn)
+        def inner(state):
+            t = time.perf_counter()
+            try:
+                return fn(state)
+            finally:
+                rows[fn.__name__] = {"s": round(time.perf_counter() - t, 2), "peak_mib": round(peak_rss_mib(children))}
+        return inner
+
+    stages[:] = [metered(fn) for fn in original]
+    try:
+        yield rows
+    finally:
+        stages[:] = original

@@ -2,26 +2,21 @@
 
 Run: ``python -m benchmarks plan [--n-calls N] [--series ID ...]``
 
-Prints one line per stage: wall seconds, and the process's peak RSS (MiB)
-after the stage (``resource.getrusage`` high-water mark, so it only grows),
+Prints one line per stage of :data:`capplan.pipeline.PLAN` (load, forecast, combine, score,
+search, export): wall seconds, and the process's peak RSS (MiB) after the stage
+(``resource.getrusage`` high-water mark, so it only grows; :func:`benchmarks.common.stage_meter`),
 then the total against a 10-minute budget.
 """
 
 from __future__ import annotations
 
-import resource
 import tempfile
 import time
 from pathlib import Path
 
-
 from benchmarks import common
 from capplan import pipeline
 from capplan.config import CapplanConfig
-
-
-def peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,33 +26,15 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     cfg = CapplanConfig()
     cfg.plan.n_calls = a.n_calls
-    rows = []
-    orig = {}
-
-    def wrap(name):
-        fn = getattr(pipeline, name)
-        orig[name] = fn
-
-        def inner(*args, **kw):
-            t = time.perf_counter()
-            r = fn(*args, **kw)
-            rows.append((name.replace("_stage", ""), time.perf_counter() - t, peak_mib()))
-            return r
-
-        setattr(pipeline, name, inner)
-
-    for n in ("load_stage", "regularise_stage", "forecast_stage", "backtest_stage", "search_stage", "export_stage"):
-        wrap(n)
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, common.stage_meter(pipeline.PLAN) as rows:
         cfg.models = str(Path(d) / "models")  # a cold registry: every model is fitted
         rep = pipeline.run_plan("sample", cfg, Path(d) / "out", series=a.series, seed=0,
                                 progress=lambda stage, msg: print(f"  [{time.perf_counter() - t0:6.1f}s] {stage}: {msg}",
                                                                   flush=True))
     total = time.perf_counter() - t0
     print(f"{'stage':<12}{'seconds':>10}{'peak RSS MiB':>15}")
-    for name, s, m in rows:
-        print(f"{name:<12}{s:>10.1f}{m:>15.0f}")
-    print(f"{'total':<12}{total:>10.1f}{peak_mib():>15.0f}")
+    for name, v in rows.items():
+        print(f"{name:<12}{v['s']:>10.1f}{v['peak_mib']:>15.0f}")
+    print(f"{'total':<12}{total:>10.1f}{common.peak_rss_mib():>15.0f}")
     print(f"series: {len(rep.series)}; budget 600 s; ratio total/budget = {total / 600:.2f}")
-

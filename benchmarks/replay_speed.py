@@ -50,6 +50,7 @@ def timeit(fn, n=20) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
+    common.parser(__doc__, "replay").parse_args(argv)  # no options: --help, and an error for any other
     price = default_price_book()["default"]
     times = pd.date_range("2020-05-01", periods=STEPS, freq="5min", tz="UTC")
     d = series("train/vc6YE")

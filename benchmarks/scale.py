@@ -6,8 +6,9 @@ Series are copies of the embedded sample's real series with multiplicative noise
 (seeded; ``<id>~k``), so every size plans realistic shapes. Each plan runs in a
 fresh subprocess, so its peak RSS is its own. Prints:
 
-1. per size and stage: wall seconds and the peak RSS (MiB, this process plus its
-   worker processes, ``resource.getrusage`` high-water marks) after the stage;
+1. per size and stage of :data:`capplan.pipeline.PLAN`: wall seconds and the peak RSS (MiB,
+   this process plus its worker processes, ``resource.getrusage`` high-water marks) after the
+   stage (:func:`benchmarks.common.stage_meter`);
    then per stage the fitted growth exponent ``b`` of ``seconds ~ a * n^b``
    (least squares on log-log; 1 = linear);
 2. ``--compare N`` series on ``--executor dask`` with 1 worker and with 2 workers
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -44,14 +44,7 @@ from capplan.store import Store
 
 ROOT = common.REPO
 
-STAGES = ("load_stage", "regularise_stage", "forecast_stage", "backtest_stage", "search_stage", "export_stage")
 FAST = {"plan": {"n_calls": 8}, "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
-
-
-def peak_mib() -> float:
-    """High-water RSS of this process plus that of its finished children (MiB)."""
-    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            + resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024.0
 
 
 def make_source(n: int, path: Path, seed: int = 0, drop_hours: int = 0) -> None:
@@ -81,22 +74,7 @@ def one(n: int, executor: str, workers: int | None, fast: bool, models: str | No
     the plan runs on that store (its cache reused, :mod:`capplan.cache`)."""
     cfg = CapplanConfig.model_validate(FAST if fast else {})
     cfg.plan.executor, cfg.plan.workers = executor, workers
-    rows = {}
-
-    def wrap(name):
-        fn = getattr(pipeline, name)
-
-        def inner(*a, **k):
-            t = time.perf_counter()
-            r = fn(*a, **k)
-            rows[name.replace("_stage", "")] = {"s": round(time.perf_counter() - t, 2), "peak_mib": round(peak_mib())}
-            return r
-
-        setattr(pipeline, name, inner)
-
-    for s in STAGES:
-        wrap(s)
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, common.stage_meter(pipeline.PLAN, children=True) as rows:
         src = Path(d) / "demand.parquet"
         make_source(n, src, drop_hours=drop_hours)
         cfg.models = models or str(Path(d) / "models")
@@ -106,7 +84,7 @@ def one(n: int, executor: str, workers: int | None, fast: bool, models: str | No
                                 store=Store(store) if store else None, publish=False)
         total = time.perf_counter() - t0
     return {"n": n, "executor": executor, "workers": workers, "total_s": round(total, 2), "stages": rows,
-            "peak_mib": round(peak_mib()), "planned": len(rep.series), "failed": len(rep.failed),
+            "peak_mib": round(common.peak_rss_mib(children=True)), "planned": len(rep.series), "failed": len(rep.failed),
             "reuse": rep.run.reuse, "models": {t: {k: len(v) for k, v in m.items() if k in ("reused", "fitted")}
                                                for t, m in rep.run.models.items()}}
 

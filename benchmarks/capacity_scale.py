@@ -1,14 +1,15 @@
 """Benchmark: a plan at any pool size, and the purchase mix under a spot cap.
 
-Run: ``.venv/bin/python -m benchmarks.bench_capacity_scale [--scales 1 10] [--seed 0] [--n-calls 30]
-[--spot-cap-share 0.5] [--out DIR]``.
+Run: ``python -m benchmarks capacity-scale [--scales 1 10] [--seed 0] [--n-calls 30]
+[--spot-cap-share 0.5] [--out DIR] [--config capplan.yaml]``.
 
 1. **A large pool.** The whole Earth cluster as one pool: the sum, per 5-minute step, of the embedded
    sample's 12 Helios training pools (about a thousand GPUs at its peak; the sample's pools come from
    the Helios ``*_cluster_sequence_vc`` traces, data/sample/NOTICE), and that pool scaled by each
    ``--scales`` factor (x 10: about ten thousand). No quota (the sum of the pools' quotas would bind
-   where no single pool's does). Each is planned by the pipeline's own stages (forecast, then the
-   search with the seed given), and scored on its evaluation window against the perfect-foresight
+   where no single pool's does). Each is planned by the pipeline's own stages (the load stage's
+   preparation, forecast and combine, then the search with the seed given; :mod:`benchmarks.common`),
+   and scored on its evaluation window against the perfect-foresight
    limit: regret (target <= 1.12), coverage, and the plan's idle ratio against the limit's own
    (target: within 0.03). The limit's idle ratio is ``1 - demand GPU-hours / GPU-hours it buys``
    (:class:`optimizer.oracle.OracleResult` ``layers``).
@@ -22,17 +23,16 @@ built history and the forecasts (``DIR/forecasts-x{scale}.parquet``) and reuses 
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from capplan import pipeline
+from benchmarks import common
 from capplan.config import load_config
-from capplan.containers import Forecasts
 from capplan.sources import LoadedHistory
+from capplan.stages.search import search_tasks
 from capplan.sources.sample import sample_dir
 from forecasting.types import SeriesMeta
 
@@ -63,24 +63,24 @@ def run_pool(scale: float, cfg, seed: int, out: Path | None, caps: list[float | 
     frame = earth_pool(scale)
     sid = frame["series_id"].iloc[0]
     meta = {sid: SeriesMeta(kind="training", unit="gpu", gpu_model=GPU_MODEL, timezone="Asia/Shanghai")}
-    prep = pipeline.regularise_stage(LoadedHistory(frame, meta, [], label=sid), cfg)
+    state = common.prepared_state(cfg, LoadedHistory(frame, meta, [], label=sid))
     cache = out / f"forecasts-x{scale:g}.parquet" if out else None
     t0 = time.perf_counter()
     if cache is not None and cache.exists():
-        fc = Forecasts({"combined": pd.read_parquet(cache)}, pd.DataFrame(), {}, {}, {})
+        state.fc = common.combined_only(pd.read_parquet(cache))
     else:
-        prep, fc = pipeline.forecast_stage(prep, cfg, 0)
+        common.with_forecasts(state)
         if cache is not None:
-            fc.rolling["combined"].to_parquet(cache)
+            state.fc.rolling["combined"].to_parquet(cache)
     t_fc = time.perf_counter() - t0
     rows = []
     base_prices = cfg.prices.get(GPU_MODEL, cfg.price_book()[GPU_MODEL])
     for cap in caps:
         cfg.prices[GPU_MODEL] = base_prices.model_copy(update={"spot_cap_share": cap})
         t1 = time.perf_counter()
-        oc = pipeline.search_stage(prep, fc, cfg, seed)[sid]
+        oc = common.search_outcomes(state, seed)[sid]
         rec = oc.recommended
-        task = next(iter(pipeline.search_tasks(prep, fc, cfg, seed)))
+        task = search_tasks(state.prep, state.fc, cfg, seed)[0]
         lim_idle = oracle_idle(oc, task.evalw.step_s, task.evalw.demand)
         mix = rec.mix or {}
         rows.append({"pool": sid, "peak_gpus": float(frame["value"].max()), "spot_cap_share": cap,
@@ -97,15 +97,16 @@ def run_pool(scale: float, cfg, seed: int, out: Path | None, caps: list[float | 
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scales", type=float, nargs="*", default=[1.0, 10.0])
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--n-calls", type=int, default=30)
-    ap.add_argument("--spot-cap-share", type=float, default=0.5, help="the capped run's spot share (0-1)")
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, "capacity-scale")
+    ap.add_argument("--scales", type=float, nargs="+", default=[1.0, 10.0], metavar="X",
+                    help="factors the Earth pool is scaled by (default 1 10)")
+    common.add_seed(ap)
+    ap.add_argument("--n-calls", type=int, default=30, help="evaluations per search (plan.n_calls)")
+    ap.add_argument("--spot-cap-share", type=float, default=0.5, help="the capped run's spot share (0-1, default 0.5)")
     ap.add_argument("--out", type=Path, default=None, help="a folder keeping the forecasts for a later run")
-    ap.add_argument("--config", default=None, help="a capplan.yaml (default: the defaults)")
-    a = ap.parse_args()
+    common.add_config(ap)
+    a = ap.parse_args(argv)
     cfg = load_config(a.config)
     cfg.plan.n_calls = a.n_calls
     cfg.plan.random_search = False
@@ -129,7 +130,3 @@ def main() -> None:
               f"{capped['regret']:.3f} ({rel:+.1%}); bought reserved {capped['reserved_gpu_h']:,.0f}, spot "
               f"{capped['spot_gpu_h']:,.0f}, on demand {capped['on_demand_gpu_h']:,.0f} GPU-hours")
         print(f"     params: {free['params']}")
-
-
-if __name__ == "__main__":
-    main()

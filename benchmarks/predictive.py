@@ -1,0 +1,104 @@
+"""Benchmark: the predictive KEDA rule against today's cron pre-scaling, by rolling origin, per inference service.
+
+Run: ``python -m benchmarks predictive --forecasts RUN_DIR [--series ID ...] [--config capplan.yaml]
+[--json PATH]``
+
+``RUN_DIR`` is a ``capplan plan`` output folder written with ``retention.backtest: full`` (the tuning
+window's rolling forecasts are needed). For each of its inference series, each rule of
+:mod:`optimizer.predictive_eval` (``cron``: the HPA plus the KEDA cron windows ``capplan export``
+writes; ``prescale``: the HPA with forecast pre-scaling; ``predictive``: the larger of live demand and
+``capplan serve``'s forecast at the cold start + metrics lag) gets its target utilisation, quantile
+and lead chosen on the tuning window and is scored on the evaluation window, which the choice never
+sees. The replay runs on the series' own grid (``history_native.parquet`` where the plan kept one),
+with the series' recommended policy for everything the rules do not set.
+
+Prints one row per series and rule (cost USD, coverage, idle ratio on the evaluation window and the
+setting chosen), then per rule the fleet's cost and median coverage; ``--json PATH`` also writes
+every figure (per series and rule: ``params``, ``tuning`` and ``evaluation`` metrics). A series
+whose windows are under 12 steps, or without rolling forecasts on its tuning window, is left out,
+and said so; a folder with none on any tuning window (``retention.backtest: compact``) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks import common
+from capplan.config import load_config
+from capplan.report import Report
+from capplan.whatif import _meta
+from optimizer.inputs import replay_input
+from optimizer.policy import InferenceParams
+from optimizer.predictive_eval import compare
+
+MIN_STEPS = 12
+"""Fewest replay steps a tuning or evaluation window needs to be compared (one hour at 5 minutes)."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = common.parser(__doc__, "predictive")
+    common.add_forecasts(ap, required=True)
+    common.add_series(ap, help="only these inference series (default: every inference series of the plan)")
+    common.add_config(ap)
+    ap.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    a = ap.parse_args(argv)
+    run_dir = a.forecasts
+    for name in ("report.json", "history.parquet", "backtest.parquet"):
+        if not (run_dir / name).is_file():
+            sys.exit(f"--forecasts {run_dir}: no {name}; pass a capplan plan output folder")
+    cfg = load_config(a.config)
+    report = Report.load(run_dir)
+    hist_all = pd.read_parquet(run_dir / "history.parquet")
+    native = run_dir / "history_native.parquet"
+    nat = pd.read_parquet(native) if native.exists() else None
+    bt = pd.read_parquet(run_dir / "backtest.parquet", filters=[("tier", "==", "combined")])
+    chosen = {sid: s for sid, s in report.series.items() if s.kind == "inference" and (not a.series or sid in a.series)}
+    if a.series and set(a.series) - set(chosen):
+        sys.exit(f"--series: {', '.join(sorted(set(a.series) - set(chosen)))} not an inference series of {run_dir}")
+    untuned = [sid for sid, s in chosen.items()
+               if not (bt.loc[bt["series_id"] == sid, "timestamp"] < pd.Timestamp(s.windows.evaluation[0])).any()]
+    if untuned and len(untuned) == len(chosen):
+        sys.exit(f"--forecasts {run_dir}: no rolling forecasts on the tuning window of {', '.join(untuned)} (a run "
+                 "written with retention.backtest: compact); plan again with retention.backtest: full")
+    rows, doc = [], {}
+    for sid, s in chosen.items():
+        if sid in untuned:
+            print(f"{sid}: left out, no rolling forecasts on its tuning window", flush=True)
+            continue
+        hist = nat if nat is not None and (nat["series_id"] == sid).any() else hist_all
+        hist = hist[hist["series_id"] == sid].sort_values("timestamp").reset_index(drop=True)
+        comb = bt[bt["series_id"] == sid].reset_index(drop=True)
+        meta = _meta(s, sid, report.run.source, None)
+        win = {k: tuple(pd.Timestamp(x) for x in getattr(s.windows, k)) for k in ("tuning", "evaluation")}
+        inps = {k: replay_input(hist, comb, meta, cfg.price_book(), start, end, cfg.plan.interruption_rate,
+                                cfg.plan.recovery_s)[0] for k, (start, end) in win.items()}
+        if min(len(inps["tuning"].times), len(inps["evaluation"].times)) < MIN_STEPS:
+            print(f"{sid}: left out, windows too short to compare ({len(inps['tuning'].times)} and "
+                  f"{len(inps['evaluation'].times)} steps; {MIN_STEPS} needed)", flush=True)
+            continue
+        res = compare(inps["tuning"], inps["evaluation"], comb, InferenceParams(**s.recommended.params),
+                      report.run.coverage_target, cfg.plan.cold_start_s, cfg.plan.metrics_lag_s,
+                      progress=lambda m, sid=sid: print(f"{sid} {m}", file=sys.stderr, flush=True))
+        doc[sid] = {r: {"params": v.params, "tuning": v.tuning.model_dump(), "evaluation": v.evaluation.model_dump()}
+                    for r, v in res.items()}
+        for r, v in res.items():
+            e = v.evaluation
+            rows.append({"series": sid, "rule": r, "cost_usd": e.cost_usd, "coverage": e.coverage,
+                         "idle_ratio": e.idle_ratio, "quantile": v.params["prescale_quantile"],
+                         "target": v.params["target_utilization"], "lead_s": v.params["prescale_lead_s"]})
+    if not rows:
+        sys.exit(f"--forecasts {run_dir}: no inference series to compare")
+    df = pd.DataFrame(rows)
+    pd.set_option("display.width", 200)
+    print(f"Per series and rule, evaluation window (setting chosen on the tuning window; coverage target "
+          f"{report.run.coverage_target})")
+    print(df.to_string(index=False, float_format=lambda x: f"{x:,.4f}"))
+    print("\nPer rule over the series: total cost (USD), median coverage, median idle ratio")
+    print(df.groupby("rule").agg(cost_usd=("cost_usd", "sum"), coverage=("coverage", "median"),
+                                 idle_ratio=("idle_ratio", "median")).to_string(float_format=lambda x: f"{x:,.4f}"))
+    if a.json:
+        a.json.write_text(json.dumps(doc, indent=2, default=str))
