@@ -12,7 +12,7 @@ from capplan.cache import RollingCache, fingerprint, prune
 from capplan.search_cache import SearchCache
 
 SERIES = ["infer/nasa-http"]
-VOLATILE_RUN = {"run_id", "started_at", "duration_s", "stage_seconds", "models", "reuse", "published"}
+VOLATILE_RUN = {"run_id", "started_at", "duration_s", "stage_seconds", "models", "reuse", "published", "size_bytes"}
 
 
 def _plan(tmp_path, store_dir, out, source="sample"):
