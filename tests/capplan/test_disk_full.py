@@ -69,7 +69,7 @@ def test_simulated_enospc_during_export_exits_2(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     write_all(PLANS, out)
     before = _snapshot(out)
-    monkeypatch.setattr("optimizer.exporters.write_all", _enospc)
+    monkeypatch.setattr("capplan.commands.export.write_all", _enospc)
     code, _, err = run_cli(["export", "--out", str(out)], capsys)
     assert code == 2
     _one_line_disk_full(err, tmp_path)
@@ -119,6 +119,6 @@ def test_a_library_write_outside_atomic_is_mapped_too(tmp_path, capsys, monkeypa
     def full(*_a, **_k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(out / "policy.yaml"))
 
-    monkeypatch.setattr("capplan.validation.validate_folder", full)
+    monkeypatch.setattr("capplan.commands.export.validate_folder", full)
     code, _, err = run_cli(["export", "--validate", str(out)], capsys)
     assert code == 2 and "no space left" in err and str(out) in err and "internal error" not in err
