@@ -150,7 +150,7 @@ def test_plan_on_a_dask_cluster_equals_the_local_run(plan_run, tmp_path):
 
 def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
     """One series' search raises: it is listed under `failed`, the others are planned, exit code 3."""
-    from capplan import tasks
+    from capplan.stages import search as search_stage
     from optimizer import tuning
     from tests.conftest import run_cli
 
@@ -161,7 +161,7 @@ def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
             raise RuntimeError("simulated solver crash")
         return real(task)
 
-    monkeypatch.setattr(tasks, "tune_policy", flaky)  # the search's tuning half (with a store, search_cached runs it)
+    monkeypatch.setattr(search_stage, "tune_policy", flaky)  # the search's tuning half (with a store, search_cached runs it)
     cfg = tmp_path / "fast.yaml"  # its own store: the session plan's store stays as the dashboard tests expect
     cfg.write_text(FAST_CONFIG)
     out = tmp_path / "out"
