@@ -50,9 +50,6 @@ class PolicyMetrics(_Model):
     p95_utilization: float | None = 0.0
     regret: float | None = Field(default=None, description="cost_usd / the perfect-foresight cost (oracle) on the "
                                  "same window; a ratio, >= 1 for a policy meeting every interval; null without one")
-    mix: dict[str, float] | None = Field(default=None, description="training: GPU-hours and USD bought per layer "
-                                         "(reserved, spot, on_demand), spot_share (0-1) and the spot the purchase "
-                                         "book's cap refused (optimizer.purchase.purchase_mix)")
 
     @classmethod
     def of(cls, m, oracle_cost_usd: float | None = None) -> "PolicyMetrics | None":
@@ -61,7 +58,7 @@ class PolicyMetrics(_Model):
         if m is None:
             return None
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
-                   scale_events=m.scale_events, p95_utilization=m.p95_utilization, mix=m.mix,
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization,
                    regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
 
 
@@ -166,8 +163,6 @@ class SeriesReport(_Model):
     searched: PolicyMetrics | None = Field(default=None, description="the searched policy (params), when a "
                                            "baseline/peer is recommended instead")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
-    uncapped: PolicyMetrics | None = Field(default=None, description="the recommendation without the pool's quota, "
-                                           "when it needs more (the notes say which quota to ask for)")
     oracle: OracleFigures | None = None
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
@@ -311,7 +306,6 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             recommended_policy=oc.recommended_policy,
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
-            uncapped=PolicyMetrics.of(oc.uncapped, oracle),
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},

@@ -22,7 +22,7 @@ def _metrics_doc(m) -> dict | None:
 #: the fields of :class:`optimizer.tuning.SearchOutcome` that :class:`SearchCache` stores and restores
 #: (``tests/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
 OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "trials", "replay", "notes", "peers",
-                  "oracle", "recommended_policy", "searched", "uncapped")
+                  "oracle", "recommended_policy", "searched")
 
 
 class SearchCache:
@@ -66,7 +66,7 @@ class SearchCache:
         try:
             o = doc["outcome"]
             met = {k: None if o[k] is None else Metrics(**o[k]) for k in ("recommended", "baseline", "random",
-                                                                          "searched", "uncapped")}
+                                                                          "searched")}
             oc = SearchOutcome(params=o["params"], tuning=o["tuning"], trials=o["trials"], replay=replay,
                                notes=o["notes"], peers=None if o["peers"] is None else
                                {k: Metrics(**v) for k, v in o["peers"].items()},
@@ -80,7 +80,6 @@ class SearchCache:
         doc = {"params": oc.params, "tuning": oc.tuning, "trials": oc.trials, "notes": oc.notes,
                "recommended": _metrics_doc(oc.recommended), "baseline": _metrics_doc(oc.baseline),
                "random": _metrics_doc(oc.random), "searched": _metrics_doc(oc.searched),
-               "uncapped": _metrics_doc(oc.uncapped),
                "peers": None if oc.peers is None else {k: _metrics_doc(m) for k, m in oc.peers.items()},
                "oracle": None if oc.oracle is None else oc.oracle.model_dump(),
                "recommended_policy": oc.recommended_policy}

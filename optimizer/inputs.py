@@ -57,8 +57,8 @@ def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
-                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800,
-                 hold_to_quota: bool = True) -> tuple[ReplayInput, list[str]]:
+                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800
+                 ) -> tuple[ReplayInput, list[str]]:
     """The replay input of one series on ``[start, end]`` and notes on its fallbacks.
 
     ``history``: the series' rows of a history frame on the 5-minute grid
@@ -67,10 +67,7 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     replica; ``price_book``: GPU model -> USD per GPU-hour
     (:func:`optimizer.prices.price_for` states a fallback price in the notes);
     ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
-    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`). With
-    ``hold_to_quota`` (the exported Volcano Queue's ``capability`` is at most the quota,
-    ``export.capability_limit: quota``) a training pool's ``meta.quota_gpus`` caps what its replays
-    may hold (``ReplayInput.quota``).
+    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
@@ -83,7 +80,6 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":
-        inp.quota = meta.quota_gpus if hold_to_quota else None  # the Queue's capability (optimizer.purchase)
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
         hour_starts = pd.date_range(start, end, freq="1h")

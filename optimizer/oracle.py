@@ -19,11 +19,7 @@ programme with :func:`scipy.optimize.milp` (HiGHS):
 
   The daily on-demand layer of :class:`optimizer.policy.TrainingParams` is
   left out: the hourly on-demand layer has the same price and can do all it
-  does, so it never lowers the limit. The purchase book's limits hold here too
-  (:mod:`optimizer.purchase`): ``S_d <= spot_cap_gpus``; ``S_d <= spot_cap_share x
-  (R_w + S_d + H_h)`` in every hour; a pool with a quota meets ``min(demand, quota)``
-  (the replay holds every policy to it). A reservation's minimum term is the week's.
-  **Spot interruptions are left out** of
+  does, so it never lowers the limit. **Spot interruptions are left out** of
   the limit (spot GPUs never fail here), which only makes it lower, so the
   bound stays a bound. The constraint matrix is an interval matrix (totally
   unimodular), so the LP relaxation is already integral; ``milp`` keeps the
@@ -100,8 +96,6 @@ def training_oracle(inp: ReplayInput) -> OracleResult:
     known = np.isfinite(demand)
     need = np.full(nh, -np.inf)
     np.maximum.at(need, h[known], np.ceil(np.maximum(demand[known], 0.0) - EPS))
-    if inp.quota is not None and inp.quota > 0:  # the pool can hold no more than its quota (optimizer.purchase)
-        need = np.minimum(need, np.floor(float(inp.quota) + EPS))
     hours = np.flatnonzero(np.isfinite(need) & (need > 0))
     if len(hours) == 0:
         return OracleResult(cost_usd=0.0, layers={"reserved": 0.0, "spot": 0.0, "on_demand_hourly": 0.0},
@@ -114,19 +108,8 @@ def training_oracle(inp: ReplayInput) -> OracleResult:
     rows = np.repeat(np.arange(len(hours)), 3)
     cols = np.stack([w[first], nw + d[first], nw + nd + hours], axis=1).ravel()
     a = csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(hours), nw + nd + nh))
-    cons = [LinearConstraint(a, lb=need[hours], ub=np.inf)]
-    share = inp.price.spot_cap_share
-    if share is not None:  # spot at most `share` of the GPUs bought in every hour: (1 - share) S - share (R + H) <= 0
-        hh = np.arange(nh)
-        f = np.searchsorted(h, hh)
-        rows = np.repeat(hh, 3)
-        cols = np.stack([w[f], nw + d[f], nw + nd + hh], axis=1).ravel()
-        vals = np.tile([-share, 1.0 - share, -share], nh)
-        cons.append(LinearConstraint(csr_matrix((vals, (rows, cols)), shape=(nh, nw + nd + nh)), lb=-np.inf, ub=0.0))
-    upper = np.full(len(c), np.inf)
-    if inp.price.spot_cap_gpus is not None:
-        upper[nw:nw + nd] = float(inp.price.spot_cap_gpus)
-    res = milp(c, constraints=cons, integrality=np.ones(len(c)), bounds=Bounds(0, upper))
+    res = milp(c, constraints=LinearConstraint(a, lb=need[hours], ub=np.inf), integrality=np.ones(len(c)),
+               bounds=Bounds(0, np.inf))
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"oracle: HiGHS found no optimum ({res.message})")
     x = np.round(res.x)

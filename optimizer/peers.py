@@ -20,21 +20,6 @@ making if it beats them. Registry: :data:`PEERS` (name -> :class:`Peer`).
 
 Both fall back to the history before the window for their first decisions;
 with no history at all, the first decisions see 0.
-
-**As exported objects** (:func:`exported_params`). When a peer is recommended, the manifests must
-carry it, so an inference peer is recommended as the inference policy that expresses it, and its
-figures are that policy's replay (which is what a cluster running the exported KEDA / HPA objects
-does, HPA tolerance included):
-
-* naive conformal -> the ``lookahead`` family (:mod:`optimizer.lookahead`) with a one-step level
-  (the last value), the :data:`CONFORMAL_LEVEL` quantile of its rise over the steps the decision
-  still covers, a utilisation trigger at 100 %, no stabilisation and unlimited rates;
-* reactive -> the ``hpa`` family at a target of ``1 / 1.05`` with a one-hour scale-down
-  stabilisation window (the HPA holds the highest recommendation of the last hour: the last hour's
-  maximum x 1.05) and immediate scale-up.
-
-A training peer (an hourly on-demand rule) and the baseline have no such expression in the
-training exports; :func:`exported_params` returns None for them.
 """
 
 from __future__ import annotations
@@ -171,22 +156,3 @@ def replay_peers(inp: ReplayInput, kind: str, interruption_rate: float = 0.01, r
                 "seed": seed}
         return {n: p.training(inp, **opts) for n, p in PEERS.items()}
     return {n: p.inference(inp, cold_start_s, metrics_lag_s) for n, p in PEERS.items()}
-
-
-def exported_params(name: str, kind: str, searched: dict) -> dict | None:
-    """The inference policy (:class:`optimizer.policy.InferenceParams` fields) that expresses peer
-    ``name`` in the exported objects (module docstring), keeping ``searched``'s fixed fields (max
-    replicas, the data's step, the lookahead lead and cover); None for a training pool, the
-    baseline or a peer with no expression."""
-    if kind != "inference" or name not in _EXPRESSIONS:
-        return None
-    common = {"min_replicas": 1, "scale_up_window_s": 0, "scale_up_percent": 1000, "scale_down_percent": 100,
-              "prescale_quantile": "none", "prescale_lead_s": 0}
-    return {**searched, **common, **_EXPRESSIONS[name]}
-
-
-_EXPRESSIONS = {
-    "naive_conformal": {"family": "lookahead", "target_utilization": 1.0, "level_window_s": 0,
-                        "headroom_quantile": CONFORMAL_LEVEL, "scale_down_window_s": 0},
-    "reactive": {"family": "hpa", "target_utilization": round(1.0 / REACTIVE_FACTOR, 6), "scale_down_window_s": 3600},
-}

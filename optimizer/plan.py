@@ -6,8 +6,7 @@ Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
   every ``ceil`` of a forecast level here and in the replay is :func:`optimizer.whole_units.whole`: a level
   at most :data:`optimizer.whole_units.COUNT_TOLERANCE` above a whole number is that number when the
   history counts whole GPUs;
-* the day's target = ceil(headroom x the day's level (or the level plus headroom in the forecast's spread,
-  ``headroom_scale="spread"``, :mod:`optimizer.headroom`) of the combined quantile over the next 24 h): its
+* the day's target = ceil(headroom x the day's level of the combined quantile over the next 24 h): its
   maximum (``daily_rule="max"``), or its newsvendor level (``"newsvendor"``: the highest of its hourly
   maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.layers.exceeded_level`, as
   the replay sizes it), with
@@ -35,7 +34,6 @@ import math
 import pandas as pd
 
 from optimizer.calibrated import FALLBACK, LEVELS
-from optimizer.headroom import with_headroom
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
@@ -67,18 +65,14 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
         tol = count_tolerance(hist["value"].to_numpy())  # as the replay (optimizer.whole_units)
         reserved = whole(p.reservation_ratio * float(weekly[p.quantile].mean()), tol) if len(weekly) else 0
-        if p.daily_rule == "newsvendor" and spot_share is None:
-            raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")
-
-        def day_level(q: str) -> float:  # as the replay (optimizer.layers)
-            if p.daily_rule == "newsvendor":
-                hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())[q].max()
-                return exceeded_level(hours.to_numpy(), spot_share)
-            return float(day[q].max())
-
-        level = day_level(p.quantile)
-        spread = day_level("p90") - day_level("p50") if p.headroom_scale == "spread" else 0.0
-        target = whole(with_headroom(level, p.headroom, spread, p.headroom_scale), tol)
+        if p.daily_rule == "newsvendor":
+            if spot_share is None:
+                raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")
+            hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())[p.quantile].max()
+            level = exceeded_level(hours.to_numpy(), spot_share)
+        else:
+            level = float(day[p.quantile].max())
+        target = whole(p.headroom * level, tol)
         if p.daily_cap == "last_day_peak":  # as the replay: never more than the last 24 h needed
             v = hist.dropna(subset=["value"])
             v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]
@@ -94,8 +88,7 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
                          else float(hour[FALLBACK].max()))
             else:
                 level = float(hour[p.topup_quantile].max())
-            hs = float(hour["p90"].max()) - float(hour["p50"].max()) if p.headroom_scale == "spread" else 0.0
-            want = whole(with_headroom(max(level, 0.0), p.topup_headroom, hs, p.headroom_scale), tol)
+            want = whole(p.topup_headroom * max(level, 0.0), tol)
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),

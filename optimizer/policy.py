@@ -50,9 +50,6 @@ class TrainingParams(BaseModel):
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
     topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"] = "none"
     topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
-    headroom_scale: Literal["level", "spread"] = Field(default="level", description="how the headrooms apply: "
-                                                       "x the level, or in the forecast's spread (optimizer.layers."
-                                                       "with_headroom)")
     topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
                                             "over the fresh p50 learnt by the last replayed hour, which the plan's "
                                             "next hour uses (set after tuning, never searched; None: use p90)")
@@ -112,7 +109,6 @@ class Metrics(BaseModel):
     unmet: float
     scale_events: int = 0
     p95_utilization: float = 0.0
-    mix: dict[str, float] | None = None  # training: GPU-hours and USD per layer (optimizer.purchase.purchase_mix)
     daily_coverage: list[float] | None = Field(default=None, exclude=True, repr=False)
     daily_cost_usd: list[float] | None = Field(default=None, exclude=True, repr=False)
 

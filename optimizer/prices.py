@@ -12,11 +12,6 @@ Defaults (configurable under ``prices:`` in ``capplan.yaml``):
   Savings Plan / reserved-instance discount on the same page family
   (aws.amazon.com/savingsplans/compute-pricing/).
 * Spot: 0.40 x on-demand — the seeds' rule of thumb "spot saves about 60 %".
-* What can be bought (:mod:`optimizer.purchase`): no spot cap (``spot_cap_gpus``,
-  ``spot_cap_share``: set what your account is granted), a 7-day minimum term for a
-  reservation (``reserved_min_term_days``; AWS EC2 Capacity Blocks for ML sell 1-14 days in
-  1-day steps, then 7-day steps to 182 days), and the plan's interruption rate and recovery
-  unless set per model (``interruption_rate``, ``recovery_s``).
 
 These are list prices, not the user's contract: set your own in the config.
 """
@@ -39,20 +34,11 @@ _ON_DEMAND = {
 
 
 class GpuPrice(BaseModel):
-    """USD per GPU-hour for one GPU model, and what of each layer can be bought (:mod:`optimizer.purchase`)."""
+    """USD per GPU-hour for one GPU model."""
 
     on_demand: float = Field(gt=0, description="on-demand price, USD per GPU-hour")
     reserved: float = Field(gt=0, description="reserved (committed) price, USD per GPU-hour")
     spot: float = Field(gt=0, description="spot price, USD per GPU-hour")
-    spot_cap_gpus: float | None = Field(default=None, ge=0, description="most spot GPUs the cloud sells at once; "
-                                        "None = no cap")
-    spot_cap_share: float | None = Field(default=None, ge=0, le=1, description="most spot GPUs as a share (0-1) of "
-                                         "the GPUs bought in a step; None = no cap")
-    reserved_min_term_days: float = Field(default=7.0, gt=0, description="a reservation's minimum term, days")
-    interruption_rate: float | None = Field(default=None, ge=0, description="spot interruptions per spot GPU-hour; "
-                                            "None = plan.interruption_rate")
-    recovery_s: int | None = Field(default=None, ge=0, description="GPU-seconds lost per interruption; "
-                                   "None = plan.recovery_s")
 
 
 def default_price_book() -> dict[str, GpuPrice]:

@@ -58,13 +58,11 @@ from typing import Callable
 
 import numpy as np
 
-from optimizer.headroom import with_headroom
 from optimizer.lookahead import replay_lookahead
 from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay_core import (ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
                                    period_lookup, period_reduce, prescale_demand, run_controller, window_metrics)
-from optimizer.purchase import purchase_mix, sellable_layers, spot_terms, within_quota
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -89,8 +87,7 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
         inp.count_tol = count_tolerance(inp.history_before)
     tol = inp.count_tol
     reserved = whole(p.reservation_ratio * wm, tol)
-    spread = daily["p90"] - daily["p50"] if p.headroom_scale == "spread" else 0.0
-    target = whole(with_headroom(dm, p.headroom, spread, p.headroom_scale), tol)
+    target = whole(p.headroom * dm, tol)
     if p.daily_cap == "last_day_peak":  # never buy for the day more than the last 24 h needed
         if inp.day_peak is None:
             inp.day_peak = day_start_peak(inp)
@@ -102,9 +99,7 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     if p.topup_quantile != "none":
         hm = inp.hour_max.get(p.topup_quantile)
         hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
-        hs = inp.hour_max["p90"] - inp.hour_max["p50"] if p.headroom_scale == "spread" else 0.0
-        hourly = np.maximum(whole(with_headroom(hm, p.topup_headroom, hs, p.headroom_scale), tol) - reserved - flex,
-                            0.0)
+        hourly = np.maximum(whole(p.topup_headroom * hm, tol) - reserved - flex, 0.0)
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
 
 
@@ -134,18 +129,12 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
 
     Cost (USD) = sum over steps of (reserved x reserved price + (on-demand +
     hourly on-demand) x on-demand price + spot x spot price) x step hours x
-    GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`), after the purchase
-    book's limits (:func:`optimizer.purchase.sellable_layers`) and within ``inp.quota``
-    (:func:`optimizer.purchase.within_quota`); ``Metrics.mix`` is what was bought.
+    GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`).
     Scale events count the changes of each layer separately: the weekly
     reservation, the daily purchase (on-demand + spot) and the hourly top-up.
     """
     step_h = inp.step_s / 3600.0
     hourly = np.zeros_like(reserved, dtype=float) if od_hourly is None else od_hourly
-    reserved, od, spot, refused = sellable_layers(inp.price, inp.step_s, reserved, od, spot, hourly)
-    asked = reserved + od + spot + hourly
-    reserved, od, spot, hourly = within_quota(inp.quota, reserved, od, spot, hourly)
-    interruption_rate, recovery_s = spot_terms(inp.price, interruption_rate, recovery_s)
     lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
     cap = reserved + od + spot + hourly - lost
     demand = inp.demand
@@ -156,10 +145,8 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     cost = float(step_cost.sum())
     events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
     series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
-              "provisioned": cap, "spot_refused": refused, "asked": asked}
-    m = window_metrics(demand, cap, cost, step_h, events, step_cost)
-    m.mix = purchase_mix(series, inp.price, inp.step_s, inp.gpus_per_unit)
-    return m, series
+              "provisioned": cap}
+    return window_metrics(demand, cap, cost, step_h, events, step_cost), series
 
 
 def spot_losses(spot: np.ndarray, step_s: int, rate_per_gpu_hour: float, recovery_s: int, seed: int) -> np.ndarray:

@@ -48,7 +48,6 @@ class ReplayInput:
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
-    quota: float | None = None  # training: most GPUs the pool may hold (optimizer.purchase.within_quota)
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
 

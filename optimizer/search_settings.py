@@ -82,8 +82,6 @@ class TrainingBounds(_Bounds):
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
                                                      "choices: none, a forecast quantile, or a calibrated level "
                                                      "c80/c90/c95")
-    headroom_scale: Literal["level", "spread"] | None = Field(default=None, description="how the headrooms apply "
-                                                            "(optimizer.headroom; fixed, not searched)")
 
 
 class InferenceBounds(_Bounds):

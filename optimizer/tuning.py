@@ -27,11 +27,9 @@ window too short to tell policies apart can leave several at the same cost, and 
 tie-break would otherwise pick by safety alone. (On the 20-minute tuning window of
 ``infer/azure-llm-conv`` it is no tie: no HPA policy covers that window and the
 naive-conformal peer wins outright, objective 24.83 against 205.61 USD.) (Training pools
-keep their tie-break, :func:`optimizer.search.pick_best`.) An inference peer is judged and
-recommended as the inference policy that expresses it in the exports
-(:func:`optimizer.peers.exported_params`), so the manifests carry the recommendation and replay to
-its figures; a training peer or the baseline has no such expression, and the note says the
-manifests carry the searched policy.
+keep their tie-break, :func:`optimizer.search.pick_best`.) The manifests still carry the searched
+policy's capacity (the exporters express forecast-driven layers, not these
+rules), which the note also says.
 
 **Refinement.** The search starts from the best policy of a deterministic
 scan of the cost-optimal layers (:func:`optimizer.search.grid_scan`; for
@@ -57,7 +55,6 @@ of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,15 +64,13 @@ from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
-from optimizer.objective import selection_score  # noqa: F401 (also imported from here)
-from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
-from optimizer.peers import exported_params, replay_peers
+from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
+from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
-from optimizer.purchase import mix_note, quota_need, quota_note
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
-from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
-                              training_space)
+from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
+                              neighbour_objective, objective_value, run_search, training_space)
 from optimizer.search_settings import SearchSettings
 
 
@@ -183,7 +178,6 @@ class SearchOutcome:
     oracle: OracleResult | None = None
     recommended_policy: str = "searched"
     searched: Metrics | None = None  # the searched policy's figures when a rival is recommended instead
-    uncapped: Metrics | None = None  # the recommendation's figures without the quota, when it needs more
 
     def regret(self) -> dict[str, float]:
         """``cost / oracle cost`` per policy (``baseline``, ``recommended``, each peer); empty without an oracle."""
@@ -305,9 +299,6 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "HPA target)")
     chosen = "searched"
     rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
-    for name in rival_metrics:  # a rival the exports can express is judged as exported (optimizer.peers)
-        ex = exported_params(name, task.kind, best_params.model_dump())
-        rival_metrics[name] = tpr.replay(tpr.params(ex), tune)[0] if ex else rival_metrics[name]
     rivals = {"baseline": tuning["baseline_objective"]}
     for name, m in rival_metrics.items():
         if name != "baseline":
@@ -325,9 +316,7 @@ def tune_policy(task: SearchTask) -> Tuned:
         chosen = best_rival
         notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the searched policy on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
-                     "so it is recommended; " + ("the exports carry it as the policy that expresses it (optimizer.peers)"
-                                                 if exported_params(best_rival, task.kind, best_params.model_dump())
-                                                 else "the exports cannot express it and carry the searched policy"))
+                     f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
@@ -351,31 +340,37 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
     chosen, searched = tuned.recommended_policy, None
-    expressed = exported_params(chosen, task.kind, best_params.model_dump())
-    if chosen != "searched":  # a rival the exports can express is recommended as that policy, replayed so
+    if chosen != "searched":
         searched = rec
-        best_params = pr.params(expressed) if expressed else best_params
-        rec, rec_series = pr.replay(best_params, evalw) if expressed else \
-            (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
+        rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    notes, uncapped, need = [mix_note(rec.mix, evalw.price)], None, quota_need(evalw.quota, rec_series)
-    if need is not None:  # the same policy where the cluster would grant it all
-        free = dataclasses.replace(evalw, quota=None)
-        uncapped = (pr.replay(best_params, free) if chosen == "searched" else pr.baseline(free) if chosen == "baseline"
-                    else pr.peers(free)[chosen])[0]
-        notes.append(quota_note(evalw.quota, need, rec, uncapped))
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
-                         list(task.notes) + list(tuned.notes) + [n for n in notes if n],
-                         peers={k: m for k, (m, _) in peers_eval.items()}, oracle=pr.oracle(evalw),
-                         recommended_policy=chosen, searched=searched, uncapped=uncapped)
+                         list(task.notes) + list(tuned.notes), peers={k: m for k, (m, _) in peers_eval.items()},
+                         oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched)
 
 
 def search_one(task: SearchTask) -> SearchOutcome:
     """Tune one series on its tuning window (:func:`tune_policy`); replay the tuned, random-search,
     baseline and peer policies on its evaluation window (:func:`evaluate_policy`)."""
     return evaluate_policy(task, tune_policy(task))
+
+
+def selection_score(kind: str, how: str, tune: ReplayInput, target: float, ref_cost: float, penalty: float,
+                    by: str):
+    """The tuning window's ranking function ``score(metrics)`` for ``how``
+    (:data:`optimizer.search.SELECTION_SCORES`), or None for the default cost objective
+    (:func:`optimizer.search.objective_value`). ``daily_regret_q75`` applies to training pools
+    (their replays carry daily costs and their limit splits by day); inference services keep
+    the cost objective. Raises ValueError for an unknown ``how``."""
+    if how not in SELECTION_SCORES:
+        raise ValueError(f"unknown selection score {how!r}; use one of {', '.join(SELECTION_SCORES)}")
+    if how == "cost" or kind != "training":
+        return None
+    limits = daily_training_limits(tune)
+    limit = training_oracle(tune).cost_usd
+    return lambda m: daily_regret_score(m, limits, target, ref_cost, limit, penalty, by)
 
 
 def policy_warnings(oc: SearchOutcome, coverage_target: float) -> list[str]:

@@ -73,8 +73,7 @@ def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.Dat
     or its native grid for a finer inference series) and its combined rolling forecasts.
     ``book``: GPU prices (default ``cfg.price_book()``)."""
     book = cfg.price_book() if book is None else book
-    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s,
-          "hold_to_quota": cfg.export.capability_limit == "quota"}  # what the Volcano Queue allows
+    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
     # every point before the evaluation window: a 1-minute inference series' last 4 minutes too (not eval_start - STEP)
     tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - pd.Timedelta(1, "ns"),
                                 **rk)

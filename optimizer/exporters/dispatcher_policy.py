@@ -54,24 +54,6 @@ _TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGp
 _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization",
              "fallback_replicas": "fallbackReplicas"}
 
-def _metrics_entry(m: Metrics) -> dict:
-    """A policy's replay figures in camelCase; ``mix`` (training: the purchase mix,
-    :func:`optimizer.purchase.purchase_mix`) too, left out when there is none."""
-    d = m.model_dump()
-    mix = d.pop("mix", None)
-    out = camel_dict(d)
-    if mix is not None:
-        out["mix"] = camel_dict(mix)
-    return out
-
-
-def _metrics_of(d: dict) -> Metrics:
-    """The inverse of :func:`_metrics_entry`."""
-    d = dict(d)
-    mix = d.pop("mix", None)
-    return Metrics(**snake_dict(d), mix=None if mix is None else snake_dict(mix))
-
-
 def series_entry(p: SeriesPlan, name: str) -> dict:
     pl = dict(p.plan)
     e: dict = {"seriesId": p.series_id, "name": name, "kind": p.kind, "unit": p.unit, "gpuModel": p.gpu_model,
@@ -94,7 +76,8 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
     if pl:
         e["planExtra"] = pl
     e["params"] = camel_dict(p.params)
-    e["expected"] = {"recommended": _metrics_entry(p.recommended), "baseline": _metrics_entry(p.baseline)}
+    e["expected"] = {"recommended": camel_dict(p.recommended.model_dump()),
+                     "baseline": camel_dict(p.baseline.model_dump())}
     e["fallbacks"] = list(p.fallbacks)
     return human(e)
 
@@ -162,8 +145,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
         out.append(SeriesPlan(
             series_id=e["seriesId"], kind=e["kind"], unit=e["unit"], gpu_model=e.get("gpuModel", "default"),
             timezone=e.get("timezone", "UTC"), params=snake_dict(e.get("params", {})), plan=plan,
-            recommended=_metrics_of(e["expected"]["recommended"]),
-            baseline=_metrics_of(e["expected"]["baseline"]),
+            recommended=Metrics(**snake_dict(e["expected"]["recommended"])),
+            baseline=Metrics(**snake_dict(e["expected"]["baseline"])),
             forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
     return out
 
