@@ -30,8 +30,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "tier-accuracy": ("tier_accuracy", "each tier against its reference on its own horizon, from a backtest JSON"),
     "rescore": ("rescore", "the combination and calibration re-scored on saved member forecasts"),
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
-    "capacity-scale": ("capacity_scale", "the whole Earth cluster as one pool, and x10, against the perfect-foresight "
-                       "plan; the purchase mix under a spot cap"),
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "
                    "by rolling origin"),
     "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),

@@ -1,5 +1,5 @@
 """The benchmarks' shared stage helpers (benchmarks/common.py) and the modules built on them
-(benchmarks/capacity_scale.py, benchmarks/predictive.py)."""
+(benchmarks/predictive.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks import capacity_scale, common, predictive
+from benchmarks import common, predictive
 from capplan import pipeline
 from capplan.config import CapplanConfig
 from capplan.sources import LoadedHistory
@@ -85,19 +85,6 @@ def test_with_forecasts_from_a_folder_names_the_series_it_lacks(tmp_path):
     state.prep = Prepared(empty, empty, {}, {"a": None}, None)
     assert common.with_forecasts(state, tmp_path) is state
     assert list(state.fc.rolling) == ["combined"] and state.fc.rolling["combined"]["series_id"].tolist() == ["a"]
-
-
-def test_earth_pool_sums_the_training_pools_per_step_and_scales():
-    h = pd.read_parquet(sample_dir() / "history.parquet")
-    h = h[h["series_id"].str.startswith("train/")]
-    pool = capacity_scale.earth_pool(10.0)
-    assert set(pool["series_id"]) == {"train/earth-x10"}
-    per_step = h.groupby("timestamp")["value"].agg(["sum", "count"])
-    whole = per_step[per_step["count"] == 12]  # every one of the sample's 12 training pools observed
-    t = whole.index[len(whole) // 2]
-    assert pool.set_index("timestamp").at[t, "value"] == pytest.approx(10 * whole.at[t, "sum"])
-    wide = h.pivot_table(index="timestamp", columns="series_id", values="value", aggfunc="sum", dropna=False)
-    assert pool["value"].isna().sum() == wide.isna().any(axis=1).sum()  # a step missing in any pool is missing
 
 
 def test_predictive_refuses_a_folder_that_is_not_a_plan(tmp_path):
