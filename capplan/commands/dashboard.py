@@ -14,6 +14,7 @@ What the dashboard trusts is in docs/dashboard.md.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import sys
@@ -49,10 +50,10 @@ def allowed_hosts(host: str, extra: list[str] | tuple[str, ...] = ()) -> list[st
 def streamlit_command(host: str, port: int, extra_hosts: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The ``streamlit run`` command line for the dashboard (``server.allowedHosts`` from
     :func:`allowed_hosts`; XSRF protection and CORS stay on, Streamlit's defaults)."""
-    from dashboards import APP  # lazy: the dashboards package imports capplan; only its app path is needed
+    app = Path(importlib.util.find_spec("dashboards").origin).parent / "app.py"  # located, not imported
 
     hosts = [a for h in allowed_hosts(host, extra_hosts) for a in ("--server.allowedHosts", h)]
-    return [sys.executable, "-m", "streamlit", "run", str(APP), *hosts,
+    return [sys.executable, "-m", "streamlit", "run", str(app), *hosts,
             "--server.address", host, "--server.port", str(port), "--server.headless", "true",
             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
             "--global.developmentMode", "false",
