@@ -43,7 +43,7 @@ What counts as cost (config ``plan.selection_score``; training pools):
   (distributionally-averse) choice of sample-average approximation (e.g.
   Ben-Tal, El Ghaoui and Nemirovski, *Robust Optimization*, 2009; a quantile
   instead of the worst day, so one odd day cannot decide). Measured on the
-  sample and on unseen traces (README, "Session 5, issue 12"): it meets the
+  sample and on unseen traces (benchmarks/RESULTS.md): it meets the
   coverage target on the unseen traces and lowers the sample's worst regret,
   but raises the median regret on both, so it is not the default.
 

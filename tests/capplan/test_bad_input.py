@@ -1,4 +1,4 @@
-"""Issue 15, input files and series ids: every bad input exits 2 with one line naming the
+"""Input files and series ids: every bad input exits 2 with one line naming the
 file, row and column, or takes a documented fallback that the report records."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_plausible_peaks_are_kept():
 
 
 def test_a_suspect_spike_is_kept_with_a_warning_naming_its_row(tmp_path):
-    """Tester finding (session 8): one 900,000 in a pool of about 14 GPUs passed the
+    """one 900,000 in a pool of about 14 GPUs passed the
     implausible-value rule and the plan bought a million GPUs without a word."""
     vals = [repr(float(v) + 8) for v in demand()]
     vals[5] = "900000"
@@ -107,7 +107,7 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert any("2 implausible value(s)" in n for n in fb), fb
     # the series' ledger, as in the plan: the data's own warnings first
     assert json.loads(out)["series"]["a"]["warnings"][0][:32] == "data: 1 value(s) above 6.5e+03 =", out
-    # the peers forecast after the forecast stage are scored too (issue 13: naive-conformal rule)
+    # the peers forecast after the forecast stage are scored too (the naive-conformal rule)
     rows = json.loads(out)["series"]["a"]["horizons"].values()
     assert rows and any("naive_conformal" in row for row in rows), list(rows)
     code, out, err = run_cli(["plan", "--source", f"csv:{p}", "--config", str(cfg), "--out", str(tmp_path / "o"),
@@ -256,7 +256,7 @@ def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, ca
 
 
 def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
-    """So does a series too short to split into windows (tester finding, session 8: three
+    """So does a series too short to split into windows (three
     one-minute rows stopped the whole fleet with exit 2, counting grid points, naming no file)."""
     ts = pd.date_range("2026-01-01", periods=24 * 12 * 3, freq="5min", tz="UTC")
     df = pd.concat([pd.DataFrame({"series_id": "pool/nan", "timestamp": ts, "value": np.nan}),
@@ -275,7 +275,7 @@ def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
     short = rep["failed"]["pool/short"]
     assert short["stage"] == "regularise" and f"3 row(s) in {p}" in short["error"] and "longer history" in short["error"]
     code, out, err = run_cli(["backtest", "--config", str(cfg), "--source", f"csv:{p}", "--format", "json", "-q"],
-                             capsys)  # backtest leaves them out alike (tester finding: it exited 2)
+                             capsys)  # backtest leaves them out alike
     doc = json.loads(out)
     assert code == 3 and list(doc["series"]) == ["pool/ok"] and sorted(doc["failed"]) == ["pool/nan", "pool/short"]
     assert "2 series failed and were left out" in err
@@ -440,7 +440,7 @@ def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
     assert code == 2 and "missing column(s) timestamp, series_id, value" in one_line(err)
     assert "hunter2" not in err and "1 not shown" in one_line(err)
     for token in ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"):
-        f = tmp_path / "token.txt"  # a token file's one line parses as one or two column names (tester, session 9)
+        f = tmp_path / "token.txt"  # a token file's one line parses as one or two column names
         f.write_text(token + "\n")
         code, _, err = run_cli(["plan", "--source", f"csv:{f}", "--out", str(tmp_path / "o"), "-q"], capsys)
         assert code == 2 and "not shown" in one_line(err) and all(t not in err for t in token.split(","))
@@ -451,7 +451,7 @@ def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
 
 
 def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_path, capsys):
-    """Tester finding (session 8): `--format csv --output F --source csv:F` overwrote the input."""
+    """`--format csv --output F --source csv:F` overwrote the input."""
     out = tmp_path / "prev"
     out.mkdir()
     (out / "report.json").write_text("{}")  # a previous capplan output, which --out may replace
@@ -462,7 +462,7 @@ def test_output_that_would_destroy_the_source_file_exits_2_before_any_work(tmp_p
         assert code == 2 and "is the --source file" in one_line(err)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(FAST_CONFIG)
-    for cmd in (["plan", "--out", str(tmp_path / "o")], ["backtest"]):  # nor the config (tester, session 9)
+    for cmd in (["plan", "--out", str(tmp_path / "o")], ["backtest"]):  # nor the config
         code, _, err = run_cli([*cmd, "--config", str(cfg), "--output", str(cfg), "-q"], capsys)
         assert code == 2 and "is the --config file" in one_line(err) and cfg.read_text() == FAST_CONFIG
     code, _, err = run_cli(["plan", "--source", f"csv:{src}", "--out", str(out), "-q"], capsys)
@@ -481,7 +481,7 @@ def test_validate_refuses_diff_rather_than_ignoring_it(tmp_path, capsys):
 
 
 def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_path, capsys):
-    """Tester finding (session 8): a previous output's own extra files were wiped without a word."""
+    """a previous output's own extra files were wiped without a word."""
     out = tmp_path / "o"
     (out / "manifests").mkdir(parents=True)
     (out / "manifests" / "q.yaml").write_text("kind: Queue\n")
@@ -490,7 +490,7 @@ def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_p
     code, stdout, err = run_cli(["plan", "--series", "infer/azure-llm-conv", "--out", str(out), "-q"], capsys)
     assert code == 2 and "holds 1 file(s) capplan did not write (my-notes.md)" in one_line(err) and stdout == ""
     assert (out / "my-notes.md").read_text() == "keep me"
-    # without a readable file list (tester, session 9): only capplan's own exports and data files may go
+    # without a readable file list: only capplan's own exports and data files may go
     gitops = tmp_path / "g"
     (gitops / "manifests").mkdir(parents=True)
     (gitops / "policy.yaml").write_text("apiVersion: v1\n")
@@ -506,7 +506,7 @@ def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_p
 
 
 def test_export_out_refuses_to_delete_files_capplan_did_not_write(tmp_path, capsys):
-    """Tester finding (session 9): `capplan export --out` deleted the user's files under manifests/ and crds/."""
+    """`capplan export --out` deleted the user's files under manifests/ and crds/."""
     from tests.optimizer.test_lookahead import _written
 
     out = _written(tmp_path / "o", lambda t: t)
@@ -527,7 +527,7 @@ def test_export_out_refuses_to_delete_files_capplan_did_not_write(tmp_path, caps
 @pytest.mark.parametrize("name,shown", [("CAPPLAN_PROM_TOKEN", True), ("eyJhbGciOiJIUzI1NiJ9.S3cretPAYLOAD.sig", False),
                                         ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", False), ("S3cretPW!", False)])
 def test_an_unset_credential_variable_is_named_only_when_it_looks_like_a_name(name, shown):
-    """Tester finding (session 9): a token pasted into bearer_token_env was printed as the variable's name."""
+    """a token pasted into bearer_token_env was printed as the variable's name."""
     from capplan.sources.prometheus import _credential
 
     with pytest.raises(InputError) as e:
@@ -536,7 +536,7 @@ def test_an_unset_credential_variable_is_named_only_when_it_looks_like_a_name(na
 
 
 def test_out_inside_the_store_is_refused(tmp_path, capsys):
-    """Tester finding (session 9): `--out <store>/runs/<LATEST>` replaced the published run with another."""
+    """`--out <store>/runs/<LATEST>` replaced the published run with another."""
     cfg = tmp_path / "c.yaml"
     cfg.write_text(FAST_CONFIG.replace("store: store", f"store: {tmp_path / 'store'}"))
     run = tmp_path / "store" / "runs" / "20260101T000000Z-s0-abc"
@@ -548,7 +548,7 @@ def test_out_inside_the_store_is_refused(tmp_path, capsys):
 
 @pytest.mark.parametrize("url", ["https://prom.example:99999", "http://127.0.0.1:abc", "https://prom.example:9090;x=1"])
 def test_a_prometheus_url_with_a_bad_port_is_a_config_error(tmp_path, url):
-    """Tester finding (session 9): these passed the config check and failed only after retries as 'not Prometheus'."""
+    """these passed the config check and failed only after retries as 'not Prometheus'."""
     from capplan.config import load_config
 
     p = tmp_path / "c.yaml"
@@ -564,7 +564,7 @@ def test_a_source_that_is_a_folder_says_so(tmp_path, capsys):
 
 
 def test_missing_value_words_and_header_case_are_read_as_a_user_expects(tmp_path):
-    """Tester findings (session 9): `NA` was 'not a number' while `nan` was a gap; `Timestamp` was refused."""
+    """`NA` was 'not a number' while `nan` was a gap; `Timestamp` was refused."""
     vals = [repr(float(v)) for v in demand()]
     vals[3], vals[4], vals[5] = "NA", "null", "N/A"
     p = tmp_path / "d.csv"

@@ -186,7 +186,7 @@ def test_a_tuning_window_shorter_than_a_day_searches_the_hpa_family_only():
 
 
 def test_a_short_window_says_when_it_overrides_the_configured_family():
-    """Tester finding (session 8): ``inference_bounds: {family: [lookahead]}`` became HPA with only the generic note."""
+    """``inference_bounds: {family: [lookahead]}`` became HPA with only the generic note."""
     from optimizer.search_settings import SearchSettings
     from optimizer.tuning import SearchTask, tune_policy
 
@@ -214,7 +214,7 @@ def _written(tmp_path, edit) -> "Path":
 @pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"), "params.family"),
                                         (lambda t: t.replace("headroomQuantile: 0.85", "headroomQuantile: 1.5"),
                                          "params.headroomQuantile"),
-                                        # tester findings (session 8): --validate and --diff let these through
+                                        # --validate and --diff let these through
                                         (lambda t: t.replace("minReplicas: 1", "minReplicas: 50"), "params.minReplicas"),
                                         (lambda t: t.replace("maxReplicas: 40", "maxReplicas: 60", 1),
                                          "scaling.maxReplicas")])

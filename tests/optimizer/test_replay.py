@@ -413,7 +413,7 @@ def test_refinement_is_judged_like_the_scan_on_its_neighbours():
 
 def test_a_one_minute_series_tunes_on_every_point_before_the_evaluation_window():
     """The tuning window ended at ``eval_start - 5 min``, so a 1-minute inference series lost its
-    last 4 minutes before the evaluation window (session 9: azure-llm-conv tuned on 16 of 20)."""
+    last 4 minutes before the evaluation window (azure-llm-conv tunes on all 20 of its steps)."""
     from capplan.config import CapplanConfig
     from capplan.stages.search import search_task
     from forecasting.backtest import Windows
