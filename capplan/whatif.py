@@ -30,6 +30,7 @@ from capplan.report import Report, SeriesReport
 from capplan.sources.sample import sample_dir
 from capplan.store import Store
 from forecasting.types import SeriesMeta
+from optimizer.expressed import expressible
 from optimizer.inputs import replay_input
 from optimizer.policy import Metrics
 from optimizer.replay import ReplayInput
@@ -123,7 +124,9 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     comb = bt[(bt["series_id"] == series_id) & (bt["tier"] == "combined")].reset_index(drop=True)
     start, end = (pd.Timestamp(x) for x in s.windows.evaluation)
     inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end, cfg.plan.interruption_rate, cfg.plan.recovery_s)
-    searched = s.searched or s.recommended  # the params' own figures (a peer may be the recommendation)
+    # the params' own figures: the recommendation's when the params carry it (optimizer.expressed), else the searched
+    carried = s.recommended_policy == "searched" or expressible(s.recommended_policy, s.kind)
+    searched = s.recommended if carried else (s.searched or s.recommended)
     recorded = {"recommended": {k: getattr(searched, k) for k in METRIC_KEYS},
                 "baseline": {k: getattr(s.baseline, k) for k in METRIC_KEYS}}
     return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, report.run.seed, dict(s.recommended.params), recorded)

@@ -27,9 +27,9 @@ window too short to tell policies apart can leave several at the same cost, and 
 tie-break would otherwise pick by safety alone. (On the 20-minute tuning window of
 ``infer/azure-llm-conv`` it is no tie: no HPA policy covers that window and the
 naive-conformal peer wins outright, objective 24.83 against 205.61 USD.) (Training pools
-keep their tie-break, :func:`optimizer.search.pick_best`.) The manifests still carry the searched
-policy's capacity (the exporters express forecast-driven layers, not these
-rules), which the note also says.
+keep their tie-break, :func:`optimizer.search.pick_best`.) An inference peer is judged, recommended
+and exported as the policy that expresses it (:mod:`optimizer.expressed`), so the manifests replay to
+the recommended figures; a rival with no expression leaves the searched policy in the exports (a note).
 
 **Refinement.** The search starts from the best policy of a deterministic
 scan of the cost-optimal layers (:func:`optimizer.search.grid_scan`; for
@@ -62,6 +62,7 @@ import pandas as pd
 
 from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
+from optimizer.expressed import expressed_params
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
@@ -299,6 +300,9 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "HPA target)")
     chosen = "searched"
     rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
+    for name in rival_metrics:  # a rival the exports can express is judged as exported (optimizer.expressed)
+        ex = expressed_params(name, task.kind, best_params.model_dump())
+        rival_metrics[name] = tpr.replay(tpr.params(ex), tune)[0] if ex else rival_metrics[name]
     rivals = {"baseline": tuning["baseline_objective"]}
     for name, m in rival_metrics.items():
         if name != "baseline":
@@ -316,7 +320,9 @@ def tune_policy(task: SearchTask) -> Tuned:
         chosen = best_rival
         notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the searched policy on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
-                     f"so it is recommended; the manifests carry the searched policy's capacity, which it replaces")
+                     f"so it is recommended; " + ("the exports carry it as the policy that expresses it (optimizer.expressed)"
+                                                 if expressed_params(best_rival, task.kind, {}) is not None else
+                                                 "the exports cannot express it and carry the searched policy"))
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
@@ -340,9 +346,12 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
     chosen, searched = tuned.recommended_policy, None
-    if chosen != "searched":
+    if chosen != "searched":  # a rival the exports express is recommended as that policy (optimizer.expressed)
         searched = rec
-        rec, rec_series = (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
+        ex = expressed_params(chosen, task.kind, best_params.model_dump())
+        best_params = pr.params(ex) if ex else best_params
+        rec, rec_series = pr.replay(best_params, evalw) if ex else \
+            (bl, bl_series) if chosen == "baseline" else peers_eval[chosen]
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})

@@ -1,0 +1,75 @@
+"""What is exported is what is recommended: for every series of a plan, the parameters read back from
+the written ``policy.yaml`` and autoscaler manifests replay, on the evaluation window, to the
+report's recommended cost and coverage."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import yaml
+
+from capplan.config import load_config
+from capplan.whatif import load_whatif
+from optimizer.exporters.dispatcher_policy import read_policy
+from optimizer.exporters.readback import manifest_params
+from optimizer.expressed import expressed_params
+from optimizer.peers import replay_peers
+from optimizer.policy import InferenceParams
+from optimizer.replay import replay_inference
+from tests.optimizer.test_lookahead import inp
+
+
+def _autoscaler(out, name: str) -> dict:
+    docs = [d for p in sorted((out / "manifests").glob(f"{name}-*.yaml")) for d in yaml.safe_load_all(p.read_text())
+            if d and d.get("kind") in ("ScaledObject", "HorizontalPodAutoscaler")]
+    assert len(docs) == 1, f"{name}: {len(docs)} autoscalers in manifests/"
+    return docs[0]
+
+
+def test_every_series_exports_what_it_recommends(plan_run, fast_config):
+    out, report, _ = plan_run
+    cfg = load_config(fast_config)
+    plans = {p.series_id: p for p in read_policy(out / "policy.yaml")}
+    names = {e["seriesId"]: e["name"] for e in yaml.safe_load((out / "policy.yaml").read_text())["spec"]["series"]}
+    assert plans.keys() == report["series"].keys()
+    for sid, s in report["series"].items():
+        params = dict(plans[sid].params)
+        if s["kind"] == "inference":  # the manifest, not policy.yaml, is what the cluster runs
+            carried = manifest_params(_autoscaler(out, names[sid]))
+            assert {k: params[k] for k in carried} == pytest.approx(carried), sid
+            params.update(carried)
+        m, _ = load_whatif(out, sid, cfg).simulate(params)
+        rec = s["recommended"]
+        assert math.isclose(m.cost_usd, rec["cost_usd"], rel_tol=1e-6), (sid, s["recommended_policy"], m, rec)
+        assert math.isclose(m.coverage, rec["coverage"], rel_tol=1e-9), (sid, s["recommended_policy"], m, rec)
+
+
+def test_an_expressed_peer_is_a_valid_policy_that_keeps_the_service_fields():
+    searched = {"target_utilization": 0.8, "min_replicas": 3, "max_replicas": 60, "family": "hpa",
+                "data_step_s": 60, "lookahead_lead_s": 240, "lookahead_cover_s": 180, "period_s": 30}
+    for name in ("naive_conformal", "reactive"):
+        p = InferenceParams(**expressed_params(name, "inference", searched))
+        assert (p.max_replicas, p.data_step_s, p.lookahead_lead_s, p.period_s) == (60, 60, 240, 30)
+        assert expressed_params(name, "training", {"reservation_ratio": 0.5}) is None
+    assert expressed_params("baseline", "inference", searched) is None
+    assert InferenceParams(**expressed_params("naive_conformal", "inference", searched)).family == "lookahead"
+
+
+@pytest.mark.parametrize("name", ["naive_conformal", "reactive"])
+def test_an_expressed_peer_behaves_like_the_peer(name):
+    # on a daily cycle the expression's replay is close to the peer's own rule: only the HPA's tolerance
+    # and the steps already decided differ
+    def daily(n_days, seed):
+        t = np.arange(n_days * 288)
+        rng = np.random.default_rng(seed)
+        return np.round(10 + 6 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 1.0, len(t))).clip(1)
+
+    w = inp(daily(3, 1), before=daily(7, 2))
+    peer = replay_peers(w, "inference")[name][0]
+    searched = {"target_utilization": 0.8, "max_replicas": 60, "data_step_s": 300, "lookahead_lead_s": 900,
+                "lookahead_cover_s": 600}
+    ex = replay_inference(w, InferenceParams(**expressed_params(name, "inference", searched)))[0]
+    assert ex.coverage == pytest.approx(peer.coverage, abs=0.08)
+    assert ex.cost_usd == pytest.approx(peer.cost_usd, rel=0.15)
