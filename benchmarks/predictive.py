@@ -12,6 +12,11 @@ and lead chosen on the tuning window and is scored on the evaluation window, whi
 sees. The replay runs on the series' own grid (``history_native.parquet`` where the plan kept one),
 with the series' recommended policy for everything the rules do not set.
 
+``--frontier`` also prints, per series and rule, the cost/coverage Pareto front of the rule's whole grid
+on the evaluation window (:func:`optimizer.predictive_eval.frontier`: hindsight, evidence only) and,
+per rule, the cheapest setting whose evaluation coverage reaches the chosen cron setting's: whether
+any setting of a rule could match cron pre-scaling on that window at all.
+
 Prints one row per series and rule (cost USD, coverage, idle ratio on the evaluation window and the
 setting chosen), then per rule the fleet's cost and median coverage; ``--json PATH`` also writes
 every figure (per series and rule: ``params``, ``tuning`` and ``evaluation`` metrics). A series
@@ -33,7 +38,7 @@ from capplan.report import Report
 from capplan.whatif import _meta
 from optimizer.inputs import replay_input
 from optimizer.policy import InferenceParams
-from optimizer.predictive_eval import compare
+from optimizer.predictive_eval import compare, frontier
 
 MIN_STEPS = 12
 """Fewest replay steps a tuning or evaluation window needs to be compared (one hour at 5 minutes)."""
@@ -45,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     common.add_series(ap, help="only these inference series (default: every inference series of the plan)")
     common.add_config(ap)
     ap.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    ap.add_argument("--frontier", action="store_true", help="also print each rule's cost/coverage front on the "
+                    "evaluation window (hindsight, evidence only)")
     a = ap.parse_args(argv)
     run_dir = a.forecasts
     for name in ("report.json", "history.parquet", "backtest.parquet"):
@@ -87,9 +94,15 @@ def main(argv: list[str] | None = None) -> None:
                     for r, v in res.items()}
         for r, v in res.items():
             e = v.evaluation
+            la = v.params["family"] == "lookahead"
             rows.append({"series": sid, "rule": r, "cost_usd": e.cost_usd, "coverage": e.coverage,
-                         "idle_ratio": e.idle_ratio, "quantile": v.params["prescale_quantile"],
-                         "target": v.params["target_utilization"], "lead_s": v.params["prescale_lead_s"]})
+                         "idle_ratio": e.idle_ratio,
+                         "quantile": v.params["headroom_quantile"] if la else v.params["prescale_quantile"],
+                         "target": v.params["target_utilization"],
+                         "lead_s": v.params["lookahead_lead_s"] if la else v.params["prescale_lead_s"]})
+        if a.frontier:
+            doc[sid]["frontier"] = _frontier(sid, inps["evaluation"], comb, InferenceParams(**s.recommended.params),
+                                             res["cron"].evaluation, cfg)
     if not rows:
         sys.exit(f"--forecasts {run_dir}: no inference series to compare")
     df = pd.DataFrame(rows)
@@ -102,3 +115,24 @@ def main(argv: list[str] | None = None) -> None:
                                  idle_ratio=("idle_ratio", "median")).to_string(float_format=lambda x: f"{x:,.4f}"))
     if a.json:
         a.json.write_text(json.dumps(doc, indent=2, default=str))
+
+
+def _frontier(sid: str, inp, comb: pd.DataFrame, base: InferenceParams, cron, cfg) -> dict:
+    """Print and return, per rule, the evaluation window's Pareto front and the cheapest setting whose
+    coverage reaches the chosen cron setting's (``cron``: its evaluation metrics)."""
+    out = {}
+    print(f"\n{sid}: cost/coverage front on the evaluation window (hindsight); chosen cron setting "
+          f"{cron.cost_usd:,.2f} USD at coverage {cron.coverage:.3f}")
+    for rule in ("cron", "predictive", "lookahead", "prescale"):
+        front = frontier(rule, inp, comb, base, cfg.plan.cold_start_s, cfg.plan.metrics_lag_s)
+        pts = [{"cost_usd": m.cost_usd, "coverage": m.coverage, "target": p.target_utilization,
+                "quantile": p.headroom_quantile if rule == "lookahead" else p.prescale_quantile,
+                "lead_s": p.prescale_lead_s, "level_window_s": p.level_window_s} for p, m in front]
+        ok = [x for x in pts if x["coverage"] >= cron.coverage - 1e-12]
+        best = min(ok, key=lambda x: x["cost_usd"]) if ok else None
+        out[rule] = {"front": pts, "cheapest_at_cron_coverage": best}
+        print(f"  {rule:10s} " + "  ".join(f"{x['cost_usd']:.2f}@{x['coverage']:.3f}" for x in pts))
+        print(f"  {'':10s} cheapest at coverage >= {cron.coverage:.3f}: "
+              + (f"{best['cost_usd']:,.2f} USD (coverage {best['coverage']:.3f}, target {best['target']}, "
+                 f"quantile {best['quantile']})" if best else "none"))
+    return out

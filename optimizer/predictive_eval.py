@@ -7,13 +7,19 @@ Rules (each replayed on the data's own grid, decisions seeing only forecasts iss
 * ``prescale``: the ``hpa`` family with forecast pre-scaling as :mod:`optimizer.replay` scores it
   (the latest hourly forecast at ``prescale_lead_s``);
 * ``predictive``: the ``predictive`` family (:mod:`optimizer.predictive`): the larger of live demand
-  and capplan serve's forecast at the cold start + metrics lag.
+  and capplan serve's forecast at the cold start + metrics lag;
+* ``lookahead``: the ``lookahead`` family (:mod:`optimizer.lookahead`): a KEDA trigger on a metric
+  predicted in PromQL from the service's own recent errors (the level plus a quantile of its rise
+  over the lead), the rule that expresses the naive-conformal peer (:mod:`optimizer.expressed`).
 
 Each rule gets the same small grid (:data:`TARGETS` x :data:`QUANTILES`, and :data:`LEADS` for the
-two pre-scaling rules), the rest of the policy (bounds, behaviour) from ``base``. Its setting is
+two pre-scaling rules; :data:`TARGETS` x :data:`HEADROOM_QUANTILES` x :data:`LEVEL_WINDOWS` for
+``lookahead``), the rest of the policy (bounds, behaviour) from ``base``. Its setting is
 chosen on the **tuning** window (the cheapest whose coverage reaches ``coverage_target``, else the
 highest coverage) and scored on the **evaluation** window, which selection never sees
-(DESIGN.md's evaluation protocol).
+(DESIGN.md's evaluation protocol). :func:`frontier` scores every setting of a rule on one window
+and keeps the cost/coverage Pareto front: a hindsight measurement of what a rule *could* reach on
+that window, for evidence only, never for choosing a setting.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from optimizer.replay import ReplayInput, replay_inference
 TARGETS = (0.6, 0.7, 0.8, 0.9, 0.95)
 QUANTILES = ("p50", "p90", "p95", "p99")
 LEADS = (300, 600, 900)
-RULES = ("cron", "prescale", "predictive")
+HEADROOM_QUANTILES = (0.5, 0.8, 0.9, 0.95, 0.99)
+LEVEL_WINDOWS = (0, 300, 900)
+RULES = ("cron", "prescale", "predictive", "lookahead")
 
 
 @dataclass
@@ -45,6 +53,10 @@ class RuleResult:
 
 def candidates(rule: str, base: InferenceParams) -> list[InferenceParams]:
     """The grid of ``rule`` (module docstring) around ``base``."""
+    if rule == "lookahead":
+        return [base.model_copy(update={"target_utilization": t, "headroom_quantile": q, "level_window_s": lv,
+                                        "family": "lookahead", "prescale_quantile": "none"})
+                for t in TARGETS for q in HEADROOM_QUANTILES for lv in LEVEL_WINDOWS]
     leads = LEADS if rule in ("cron", "prescale") else (base.prescale_lead_s,)
     fam = "predictive" if rule == "predictive" else "hpa"
     return [base.model_copy(update={"target_utilization": t, "prescale_quantile": q, "prescale_lead_s": lead,
@@ -86,4 +98,19 @@ def compare(tune: ReplayInput, evaluation: ReplayInput, combined: pd.DataFrame, 
     return out
 
 
-__all__ = ["compare", "choose", "candidates", "RuleResult", "RULES"]
+def frontier(rule: str, inp: ReplayInput, combined: pd.DataFrame, base: InferenceParams, cold_start_s: int = 90,
+             metrics_lag_s: int = 60) -> list[tuple[InferenceParams, Metrics]]:
+    """Every setting of ``rule``'s grid (:func:`candidates`) scored on ``inp``, reduced to its Pareto front
+    (no other setting is at most as dear with at least the coverage and better in one), sorted by cost.
+    A hindsight measurement (module docstring): never use it to choose a setting."""
+    scored = sorted(((p, _score(rule, inp, p, combined, cold_start_s, metrics_lag_s)) for p in candidates(rule, base)),
+                    key=lambda x: (x[1].cost_usd, -x[1].coverage))
+    front, best = [], -1.0
+    for p, m in scored:
+        if m.coverage > best + 1e-12:
+            front.append((p, m))
+            best = m.coverage
+    return front
+
+
+__all__ = ["compare", "choose", "candidates", "frontier", "RuleResult", "RULES"]
