@@ -15,6 +15,7 @@ from capplan.whatif import load_whatif
 from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.readback import manifest_params
 from optimizer.expressed import expressed_params
+from optimizer.lookahead import level_steps
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams
 from optimizer.replay import replay_inference
@@ -28,6 +29,13 @@ def _autoscaler(out, name: str) -> dict:
     return docs[0]
 
 
+def _steps(p: dict) -> dict:
+    """``p`` with a lookahead level window in whole steps (one step reads back as 0: the last value)."""
+    if "level_window_s" not in p:
+        return p
+    return {**p, "level_window_s": level_steps(p["level_window_s"], p["data_step_s"])}
+
+
 def test_every_series_exports_what_it_recommends(plan_run, fast_config):
     out, report, _ = plan_run
     cfg = load_config(fast_config)
@@ -38,7 +46,7 @@ def test_every_series_exports_what_it_recommends(plan_run, fast_config):
         params = dict(plans[sid].params)
         if s["kind"] == "inference":  # the manifest, not policy.yaml, is what the cluster runs
             carried = manifest_params(_autoscaler(out, names[sid]))
-            assert {k: params[k] for k in carried} == pytest.approx(carried), sid
+            assert _steps({k: params[k] for k in carried}) == pytest.approx(_steps(carried)), sid
             params.update(carried)
         m, _ = load_whatif(out, sid, cfg).simulate(params)
         rec = s["recommended"]
