@@ -15,7 +15,7 @@ from optimizer.exporters.predictive import predictive_query, promql_label
 from optimizer.exporters.validate import validate_object
 from optimizer.policy import InferenceParams, Metrics, SeriesPlan
 from optimizer.predictive import predicted_metric, predictive_lead_s, predictive_quantile
-from optimizer.predictive_eval import choose
+from optimizer.predictive_eval import candidates, choose, frontier
 from optimizer.prices import GpuPrice
 from optimizer.replay import INFERENCE_FAMILIES, ReplayInput, replay_inference
 
@@ -112,6 +112,21 @@ def test_choose_takes_the_cheapest_that_reaches_the_target_else_the_best_coverag
     a, b, c = _p(target_utilization=0.6), _p(target_utilization=0.7), _p(target_utilization=0.8)
     assert choose([(a, m(10, 0.97)), (b, m(8, 0.96)), (c, m(5, 0.90))], 0.95)[0] is b
     assert choose([(a, m(10, 0.90)), (c, m(5, 0.92))], 0.95)[0] is c
+
+
+def test_the_front_keeps_exactly_the_undominated_settings_of_a_rule():
+    rng = np.random.default_rng(3)
+    d = np.round(8 + 4 * np.sin(np.arange(288) * 2 * np.pi / 96) + rng.normal(0, 1, 288)).clip(1)
+    inp, base = _inp(d), _p(max_replicas=60)
+    front = frontier("lookahead", inp, pd.DataFrame(), base)
+    scored = [replay_inference(inp, p)[0] for p in candidates("lookahead", base)]
+    assert len(scored) > len(front) >= 2 and all(p.family == "lookahead" for p, _ in front)
+    costs, covs = [m.cost_usd for _, m in front], [m.coverage for _, m in front]
+    assert costs == sorted(costs) and all(b > a for a, b in zip(covs, covs[1:]))
+    for m in scored:  # every setting is matched or beaten by a point of the front
+        assert any(f.cost_usd <= m.cost_usd + 1e-9 and f.coverage >= m.coverage - 1e-12 for _, f in front)
+    for _, f in front:  # and no setting beats a point of the front
+        assert not any(m.cost_usd < f.cost_usd - 1e-9 and m.coverage >= f.coverage for m in scored)
 
 
 def _plan(family: str, quantile: str = "p95") -> SeriesPlan:
