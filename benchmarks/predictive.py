@@ -20,8 +20,10 @@ any setting of a rule could match cron pre-scaling on that window at all.
 Prints one row per series and rule (cost USD, coverage, idle ratio on the evaluation window and the
 setting chosen), then per rule the fleet's cost and median coverage; ``--json PATH`` also writes
 every figure (per series and rule: ``params``, ``tuning`` and ``evaluation`` metrics). A series
-whose windows are under 12 steps, or without rolling forecasts on its tuning window, is left out,
-and said so; a folder with none on any tuning window (``retention.backtest: compact``) is refused.
+whose windows are under 12 steps is left out, and said so; one whose plan made no rolling forecast
+before its evaluation window is compared with a note (its forecast-driven rules are chosen on the
+tuning window as plain HPAs); a folder with the combined tier only (``retention.backtest: compact``)
+is refused.
 """
 
 from __future__ import annotations
@@ -66,16 +68,16 @@ def main(argv: list[str] | None = None) -> None:
     chosen = {sid: s for sid, s in report.series.items() if s.kind == "inference" and (not a.series or sid in a.series)}
     if a.series and set(a.series) - set(chosen):
         sys.exit(f"--series: {', '.join(sorted(set(a.series) - set(chosen)))} not an inference series of {run_dir}")
+    if set(pd.read_parquet(run_dir / "backtest.parquet", columns=["tier"])["tier"].astype(str)) <= {"combined"}:
+        sys.exit(f"--forecasts {run_dir}: only the evaluation window's combined forecasts (a run written with "
+                 "retention.backtest: compact); plan again with retention.backtest: full")
     untuned = [sid for sid, s in chosen.items()
                if not (bt.loc[bt["series_id"] == sid, "timestamp"] < pd.Timestamp(s.windows.evaluation[0])).any()]
-    if untuned and len(untuned) == len(chosen):
-        sys.exit(f"--forecasts {run_dir}: no rolling forecasts on the tuning window of {', '.join(untuned)} (a run "
-                 "written with retention.backtest: compact); plan again with retention.backtest: full")
     rows, doc = [], {}
     for sid, s in chosen.items():
-        if sid in untuned:
-            print(f"{sid}: left out, no rolling forecasts on its tuning window", flush=True)
-            continue
+        if sid in untuned:  # the plan made none there (e.g. a window shorter than the first origin's history)
+            print(f"{sid}: no rolling forecast reaches its tuning window, so the forecast-driven rules' settings are "
+                  "chosen there as plain HPAs (their forecasts start with the evaluation window)", flush=True)
         hist = nat if nat is not None and (nat["series_id"] == sid).any() else hist_all
         hist = hist[hist["series_id"] == sid].sort_values("timestamp").reset_index(drop=True)
         comb = bt[bt["series_id"] == sid].reset_index(drop=True)
