@@ -219,12 +219,19 @@ def trigger_auth(namespace: str, ctx: Context) -> dict:
 def warnings(plans: list[SeriesPlan], ctx: Context) -> dict[str, list[str]]:
     """``series_id -> messages`` a user must act on before applying the ScaledObjects."""
     out: dict[str, list[str]] = {}
-    if ctx.settings.prometheus_url is None:
-        for p in plans:
-            if p.kind == "inference":
-                out.setdefault(p.series_id, []).append(
-                    f"export: KEDA serverAddress is a placeholder ({PROMETHEUS_PLACEHOLDER}); set export.prometheus_url "
-                    "or prometheus.url")
+    for p in plans:
+        if p.kind != "inference":
+            continue
+        if ctx.settings.prometheus_url is None:
+            out.setdefault(p.series_id, []).append(
+                f"export: KEDA serverAddress is a placeholder ({PROMETHEUS_PLACEHOLDER}); set export.prometheus_url "
+                "or prometheus.url")
+        family = p.params.get("family", "hpa")
+        if ctx.settings.predictive_metric and family != "predictive":  # what runs is not what was replayed
+            out.setdefault(p.series_id, []).append(
+                f"export: export.predictive_metric adds capplan serve's predicted demand to the recommended {family} "
+                "policy (replacing its cron windows); the recommended figures are the replay of that policy without "
+                "it (python -m benchmarks predictive compares the two)")
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from optimizer.cron_replay import replay_cron, window_replicas, windows_before
-from optimizer.exporters import render_all
+from optimizer.exporters import export_warnings, render_all
 from optimizer.exporters.lint import lint_object
 from optimizer.exporters.predictive import predictive_query, promql_label
 from optimizer.exporters.validate import validate_object
@@ -161,6 +161,9 @@ def test_export_writes_the_predicted_demand_trigger_metric_and_rule(how):
     assert ext[-1]["target"]["averageValue"] == "0.8" and ext[-1]["metric"]["name"].startswith("capplan_predicted_")
     rule = adapter["externalRules"][-1]
     assert rule["name"]["as"] == ext[-1]["metric"]["name"] and rule["metricsQuery"] == pd_["metadata"]["query"]
+    # the option runs a rule the replay did not score on an hpa-family recommendation: the export says so
+    said = [w for w in export_warnings([plan], settings).get("infer/llm-chat", []) if "predictive_metric" in w]
+    assert len(said) == (1 if how == "option" else 0)
 
 
 def test_without_the_option_cron_windows_stay():
