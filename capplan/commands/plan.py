@@ -34,6 +34,7 @@ from capplan.mix_shares import csv_fields, mix_of, sentence, short
 from capplan.notes import RANKS, Note, fold_informational, group_notes, rank, series_notes
 from capplan.summary import fleet_summary, summary_lines
 from capplan.table import Column, fit_table
+from capplan.validation import checked_file_count
 
 #: policies left out of the table (still in json/yaml/csv and the summary)
 TABLE_SKIP = ("random_search",)
@@ -273,7 +274,8 @@ def register(app: typer.Typer) -> None:
                 console.print(QUICK_NOTE, style="yellow", highlight=False, markup=False)
             print_report(result, console, verbose, report)
             size = report["run"].get("size_bytes")
-            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files"
+            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files, {checked_file_count(out_dir)} of "
+                          "them YAML/JSON that `capplan export --validate` checks"
                           + (f", {size / 1e6:.1f} MB" if size else "") + ") in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
             if report["run"].get("run_id"):
