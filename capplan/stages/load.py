@@ -38,7 +38,7 @@ def store_location(cfg: CapplanConfig, config: Path | None = None, cwd: Path | N
         return lines
     for attr, default in (("store", ".capplan/store"), ("models", "models")):
         if "://" not in getattr(cfg, attr) and Path(getattr(cfg, attr)) == beside / default:
-            lines.append(f"{attr}: {config} does not set `{attr}:`, so the default {default} is taken next to it "
+            lines.append(f"{attr}: {config} does not set `{attr}:`, so the default folder {default} is taken next to it "
                          f"({beside / default}), not in the working folder ({here / default}); set {attr}: in the "
                          "config to share one")
     return lines

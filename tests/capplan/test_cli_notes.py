@@ -202,3 +202,17 @@ def test_one_file_count_for_plan_output_and_export_validate(tmp_path, capsys):
     assert checked_file_count(tmp_path) == 4
     _, _, err = _cli(["export", "--validate", str(tmp_path)], capsys)
     assert re.search(r"in 4 file\(s\)", err)
+
+
+def test_narrow_table_drops_columns_in_the_documented_order():
+    from capplan.commands.plan import table_rows
+    from capplan.table import fit_columns
+
+    rep = report()
+    rep["series"]["infer/llm-chat"]["recommended"]["mix"] = {"on_demand": {"gpu_hours": 5.0, "cost_usd": 9.0}}
+    cols, rows = table_rows(Report.model_validate(rep), rep)
+    seen: list[str] = []
+    for width in range(200, 30, -1):
+        kept = fit_columns(cols, rows, width)
+        seen += [cols[i].header for i in range(len(cols)) if i not in kept and cols[i].header not in seen]
+    assert seen == ["mix % R/S/D", "regret", "kind", "unmet", "idle ratio", "saving"]  # docs/cli-output.md
