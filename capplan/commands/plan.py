@@ -3,9 +3,13 @@
 The table has one row per series and policy (recommended, baseline, and any
 other policy the report carries, e.g. peers), so new policies add rows, not
 width. Columns that do not fit the terminal are dropped in a fixed order
-(kind, unmet, idle ratio, saving; see :data:`COLUMNS`) and named under the
+(mix, regret, kind, unmet, idle ratio, saving; the ``drop`` ranks of
+:data:`COLUMNS`, :data:`EXTRA_COLUMNS` and :data:`MIX_COLUMN`) and named under the
 table; numbers are never cut. Under the table: the fleet summary
-(:mod:`capplan.summary`), the warnings and every stated fallback.
+(:mod:`capplan.summary`), the fleet's purchase mix (:mod:`capplan.mix_shares`),
+the notes grouped and ordered by what to act on (:mod:`capplan.notes`), what was
+written, and the store and model folder used. ``--quick`` applies
+:data:`capplan.config.QUICK` and says so before and after the table.
 """
 
 from __future__ import annotations
