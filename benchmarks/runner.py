@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "
                    "by rolling origin"),
     "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),
+    "quick": ("quick_speed", "a first `capplan plan --quick` against a first default plan, seconds and ratio"),
     "scale": ("scale", "plan time against the number of series; Dask 1 worker against 2; warm reruns"),
     "replay": ("replay_speed", "replay simulator throughput (simulated steps per second)"),
     "tiers": ("tier_fit_cost", "cost of fitting the three tiers against one default Prophet fit"),

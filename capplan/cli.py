@@ -8,11 +8,13 @@ internal failure.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from capplan import __version__
 from capplan.commands import COMMANDS
@@ -63,10 +65,37 @@ def _plain_flags() -> None:
     TyperOption.display_type_rich = display_type_rich
 
 
+#: below this many columns, help is click's plain text, which wraps whole words; rich's option
+#: table leaves the help column too narrow there and cuts long words with "…"
+RICH_HELP_MIN_WIDTH = 120
+
+
+def reflow(text: str) -> str:
+    """A docstring's paragraphs each on one line (blank-line separated), so help wraps at the
+    terminal's width, not at the source's line breaks. Paragraphs that are lists or tables
+    (lines starting with ``*``, ``-``, ``|`` or click's ``\\b``) keep their lines."""
+    paras = inspect.cleandoc(text).split("\n\n")
+    keep = ("*", "-", "|", "\b")
+    return "\n\n".join(p if any(line.lstrip().startswith(keep) for line in p.splitlines()) else
+                       " ".join(line.strip() for line in p.splitlines()) for p in paras)
+
+
+def _help_style() -> None:
+    """Rich help on wide terminals, plain whole-word help below :data:`RICH_HELP_MIN_WIDTH`
+    columns; every command's help reflowed (:func:`reflow`)."""
+    app.rich_markup_mode = "rich" if Console().width >= RICH_HELP_MIN_WIDTH else None
+    for info in app.registered_commands:
+        text = info.help or (info.callback.__doc__ if info.callback else None)
+        if text:
+            info.help = reflow(text)
+
+
 def _register() -> None:
     _plain_flags()
-    for mod in COMMANDS:
-        mod.register(app)
+    if not app.registered_commands:
+        for mod in COMMANDS:
+            mod.register(app)
+    _help_style()
 
 
 def _failed_folder(exc: BaseException) -> Path:

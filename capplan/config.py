@@ -214,6 +214,8 @@ class PlanConfig(SearchSettings):
                                   "without it executor dask starts a LocalCluster of `workers` processes")
     workers: int | None = Field(default=None, ge=1, description="worker processes for executor processes, or of the "
                                 "dask LocalCluster (default: up to 2)")
+    quick: bool = Field(default=False, description="a first look (`capplan plan --quick`): the QUICK preset's smaller "
+                        "search and fewer LSTM epochs and Prophet samples; the figures are rougher")
 
     @model_validator(mode="after")
     def _scheduler(self):
@@ -313,6 +315,23 @@ class CapplanConfig(BaseModel):
     def price_book(self) -> dict[str, GpuPrice]:
         """Defaults (cited in :mod:`optimizer.prices`) overlaid with the config's prices."""
         return {**default_price_book(), **self.prices}
+
+
+#: ``capplan plan --quick``: section -> field -> the most a quick run uses (a smaller value in the
+#: config is kept). The same sizes as the test suite's fast config; the GP search keeps its grid scan.
+QUICK = {"plan": {"n_calls": 8}, "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+
+
+def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
+    """``cfg`` with the :data:`QUICK` preset applied (each value capped) and ``plan.quick``
+    set, and no random search beside the GP search; returns ``cfg`` (changed in place)."""
+    for section, fields in QUICK.items():
+        part = getattr(cfg, section)
+        for name, most in fields.items():
+            setattr(part, name, min(getattr(part, name), most))
+    cfg.plan.random_search = False
+    cfg.plan.quick = True
+    return cfg
 
 
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:

@@ -88,7 +88,8 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     cache_root = str(store.root) if store is not None and reuse else None
     run_info = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(), source=source,
                        versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
-                       series_filter=list(series) if series else None, published=publish)
+                       series_filter=list(series) if series else None, published=publish,
+                       quick=cfg.plan.quick)
     # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
     target = Path(out) if store is None else store.run_dir(run_info.run_id)
     state = PlanState(cfg, source, series, seed, timezone, progress, executor, cache_root, out=target, run=run_info)

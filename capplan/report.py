@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from capplan import jsonout
 from capplan.errors import InputError
+from capplan.risk import risk_warnings
 from capplan.summary import FleetSummary, ordered
 from forecasting.registry import library_versions
 from forecasting.types import STEP
@@ -228,6 +229,8 @@ class RunInfo(_Model):
     size_bytes: int | None = Field(default=None, description="bytes of the run's files, report.json included "
                                    "(capplan.retention)")
     executor: str = Field(default="local", description="where the per-series work ran: local, processes or dask")
+    quick: bool = Field(default=False, description="a quick run (capplan plan --quick: smaller search, fewer epochs): "
+                        "its figures are for a first look")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
                                              "rolling_blocks {reused, computed, fit_reused} and search {reused, "
                                              "tuning_reused, computed}")
@@ -311,7 +314,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,
             fallbacks=ledger.notes(sid),
-            warnings=policy_warnings(oc, coverage_target) + ledger.warnings(sid),
+            warnings=policy_warnings(oc, coverage_target) + ledger.warnings(sid) + risk_warnings(pl.kind, pl.plan, oc.params),
             combination=fc.combination.get(sid, {}),
             reused=ledger.reused(sid),
         )

@@ -51,6 +51,13 @@ def folder_files(folder: str | Path) -> list[Path]:
     return sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES)
 
 
+def checked_file_count(folder: str | Path) -> int:
+    """How many files under ``folder`` ``capplan export --validate`` checks (every YAML/JSON
+    file, report.json included: :func:`folder_files`). The one count that the plan output,
+    ``export --validate`` and the dashboard's Manifests page show."""
+    return len(folder_files(folder))
+
+
 def validate_folder(folder: str | Path, settings: ExportSettings | None = None) -> list[Problem]:
     """Every problem in the YAML/JSON files under ``folder``: schemas, then lint rules.
 

@@ -35,7 +35,7 @@ from capplan import atomic
 from capplan.commands.output import first_few
 from capplan.config import load_config
 from capplan.errors import EXIT_BAD_INPUT, InputError
-from capplan.validation import folder_files, validate_folder
+from capplan.validation import checked_file_count, folder_files, validate_folder
 from optimizer.exporters import OWNED, ExportValidationError, is_own_file, render_all, write_all
 from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.problem import yaml_problem
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
             problems = validate_folder(validate, cfg.export)
             for p in problems:
                 typer.echo(str(p))
-            n = len(folder_files(validate))
+            n = checked_file_count(validate)
             typer.echo(f"{len(problems)} problem(s) in {n} file(s) under {validate}", err=True)
             sys.exit(EXIT_BAD_INPUT if problems else 0)  # typer.Exit codes are swallowed by standalone_mode=False
 

@@ -3,9 +3,13 @@
 The table has one row per series and policy (recommended, baseline, and any
 other policy the report carries, e.g. peers), so new policies add rows, not
 width. Columns that do not fit the terminal are dropped in a fixed order
-(kind, unmet, idle ratio, saving; see :data:`COLUMNS`) and named under the
+(mix, regret, kind, unmet, idle ratio, saving; the ``drop`` ranks of
+:data:`COLUMNS`, :data:`EXTRA_COLUMNS` and :data:`MIX_COLUMN`) and named under the
 table; numbers are never cut. Under the table: the fleet summary
-(:mod:`capplan.summary`), the warnings and every stated fallback.
+(:mod:`capplan.summary`), the fleet's purchase mix (:mod:`capplan.mix_shares`),
+the notes grouped and ordered by what to act on (:mod:`capplan.notes`), what was
+written, and the store and model folder used. ``--quick`` applies
+:data:`capplan.config.QUICK` and says so before and after the table.
 """
 
 from __future__ import annotations
@@ -21,16 +25,20 @@ from pydantic import ValidationError
 from capplan.commands.ingest import pull_first, with_prometheus_url
 from capplan.commands.output import (FORMAT_HELP, OUTPUT_HELP, SERIES_HELP, Format, check_out_dir, check_output_file,
                                      render, split_ids)
-from capplan.config import PlanConfig, load_config
+from capplan.config import PlanConfig, apply_quick, load_config
 from capplan.console import StageProgress, err, out
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.executor import EXECUTORS
 from capplan.options import check_timezone
 from capplan.pipeline import run_plan
+from capplan.stages.load import store_location
 from capplan.store import Store
 from capplan.report import Report, SeriesReport
+from capplan.mix_shares import csv_fields, mix_of, sentence, short
+from capplan.notes import RANKS, Note, fold_informational, group_notes, rank, series_notes
 from capplan.summary import fleet_summary, summary_lines
 from capplan.table import Column, fit_table
+from capplan.validation import checked_file_count
 
 #: policies left out of the table (still in json/yaml/csv and the summary)
 TABLE_SKIP = ("random_search",)
@@ -38,7 +46,13 @@ COLUMNS = [Column("series", min_width=10), Column("policy", min_width=8), Column
            Column("cost USD", numeric=True), Column("coverage", numeric=True), Column("idle ratio", numeric=True, drop=3),
            Column("unmet", numeric=True, drop=4), Column("saving", numeric=True, drop=2)]
 #: extra numeric columns shown when some policy's metrics carry the key: (metrics key, column, format)
+QUICK_NOTE = ("quick run (--quick): a small search and few epochs; these figures are for a first look, "
+              "plan without --quick before buying or deploying")
+#: informational lines under the table before notes are folded (capplan.notes.fold_informational)
+NOTE_BUDGET = 14
 EXTRA_COLUMNS = [("regret", Column("regret", numeric=True, drop=6), "{:.2f}")]
+#: reserved/spot/on-demand percent of GPU-hours, shown when some policy recorded its purchase mix
+MIX_COLUMN = Column("mix % R/S/D", numeric=True, drop=7)
 
 
 def _pct(x):
@@ -49,40 +63,80 @@ def _unit(s: SeriesReport) -> str:
     return "GPU-h" if s.unit == "gpu" else "replica-h"
 
 
-def table_rows(report: Report) -> tuple[list[Column], list[list[str]]]:
+def _mix(doc: dict | None, sid: str, name: str, m) -> dict | None:
+    """The purchase mix of policy ``name`` of series ``sid``: from the typed metrics ``m``
+    when they carry it, else from the plain document ``doc`` (report.json's shape)."""
+    mix = mix_of(m)
+    if mix is None and doc:
+        s = (doc.get("series") or {}).get(sid) or {}
+        mix = mix_of(s.get(name) if name in s else (s.get("peers") or {}).get(name))
+    return mix
+
+
+def _saving(m, base: float | None) -> tuple[float | None, float | None]:
+    """(USD saved against the baseline, that as a ratio of the baseline's cost)."""
+    if m.cost_usd is None or base is None:
+        return None, None
+    return base - m.cost_usd, ((base - m.cost_usd) / base if base else None)
+
+
+def table_rows(report: Report, doc: dict | None = None) -> tuple[list[Column], list[list[str]]]:
     """Columns and cell strings of the plan table (one row per series and policy,
     :meth:`capplan.report.SeriesReport.policies`; costs USD, coverage and idle ratio as percent,
-    unmet in GPU-hours or replica-hours)."""
+    unmet in GPU-hours or replica-hours; the purchase mix as reserved/spot/on-demand percent of
+    GPU-hours, :mod:`capplan.mix_shares`, when some policy recorded one). ``doc``: the report as a
+    plain document, read for fields the typed model does not carry."""
     extras = [(k, c, f) for k, c, f in EXTRA_COLUMNS
               if any(getattr(m, k) is not None for s in report.series.values() for m in s.policies().values())]
-    cols = COLUMNS + [c for _, c, _ in extras]
+    mixes = {(sid, name): _mix(doc, sid, name, m) for sid, s in report.series.items()
+             for name, m in s.policies().items()}
+    show_mix = any(v is not None for v in mixes.values())
+    cols = COLUMNS + [c for _, c, _ in extras] + ([MIX_COLUMN] if show_mix else [])
     rows = []
     for sid, s in report.series.items():
         pols = s.policies()
         base = pols["baseline"].cost_usd
         for i, name in enumerate(n for n in pols if n not in TABLE_SKIP):
             m = pols[name]
-            saving = "" if name == "baseline" or not base or m.cost_usd is None else _pct(1 - m.cost_usd / base)
+            saving = "" if name == "baseline" else _pct(_saving(m, base)[1]) if base else ""
             row = [sid if i == 0 else "", name.replace("_", " "), s.kind if i == 0 else "",
                    f"{m.cost_usd:,.0f}" if m.cost_usd is not None else "n/a", _pct(m.coverage), _pct(m.idle_ratio),
                    f"{m.unmet:,.1f} {_unit(s)}" if m.unmet is not None else "", saving]
             row += [f.format(getattr(m, k)) if getattr(m, k) is not None else "" for k, _, f in extras]
+            row += [short(mixes[sid, name])] if show_mix else []
             rows.append(row)
     return cols, rows
 
 
-def csv_rows(report: Report) -> list[dict]:
-    """One flat row per series and policy (every policy, units in the column names)."""
-    return [{"series_id": sid, "kind": s.kind, "unit": s.unit, "policy": name, "cost_usd": m.cost_usd,
-             "coverage": m.coverage, "idle_ratio": m.idle_ratio, "unmet": m.unmet, "scale_events": m.scale_events,
-             "fallbacks": len(s.fallbacks), "warnings": len(s.warnings)}
-            for sid, s in report.series.items() for name, m in s.policies().items()]
+def _round(x, digits: int):
+    return None if x is None or x != x else round(float(x), digits)
 
 
-def print_report(report: Report, console: Console, verbose: bool = False) -> None:
-    """The table, what it leaves out, the fleet summary, warnings and fallbacks of a
-    :class:`capplan.report.Report`."""
-    cols, rows = table_rows(report)
+def csv_rows(report: Report, doc: dict | None = None) -> list[dict]:
+    """One flat row per series and policy (every policy, units in the column names): costs
+    and savings in USD to the cent, ratios (coverage, idle_ratio, saving_ratio, mix shares) to
+    4 (shares 3) decimals, unmet to 0.01 GPU-hours or replica-hours, regret (cost / the
+    perfect-foresight cost) to 3 decimals; the purchase mix per :func:`capplan.mix_shares.csv_fields`."""
+    rows = []
+    for sid, s in report.series.items():
+        pols = s.policies()
+        base = pols["baseline"].cost_usd
+        for name, m in pols.items():
+            usd, ratio = _saving(m, base)
+            rows.append({"series_id": sid, "kind": s.kind, "unit": s.unit, "policy": name,
+                         "cost_usd": _round(m.cost_usd, 2), "saving_usd": _round(usd, 2),
+                         "saving_ratio": _round(ratio, 4), "regret": _round(m.regret, 3),
+                         "coverage": _round(m.coverage, 4), "idle_ratio": _round(m.idle_ratio, 4),
+                         "unmet": _round(m.unmet, 2), "scale_events": m.scale_events,
+                         **csv_fields(_mix(doc, sid, name, m)),
+                         "fallbacks": len(s.fallbacks), "warnings": len(s.warnings)})
+    return rows
+
+
+def print_report(report: Report, console: Console, verbose: bool = False, doc: dict | None = None) -> None:
+    """The table, what it leaves out, the fleet summary and purchase mix, and the notes of a
+    :class:`capplan.report.Report` (``doc``: the same report as a plain document)."""
+    cols, rows = table_rows(report, doc)
     t, dropped = fit_table("capplan plan — evaluation window (never seen by the search)", cols, rows, console.width)
     console.print(t)
     if dropped:
@@ -90,17 +144,39 @@ def print_report(report: Report, console: Console, verbose: bool = False) -> Non
                       highlight=False, markup=False)
     for line in summary_lines(report.summary or fleet_summary(report)):
         console.print(line, highlight=False, markup=False)
-    warn = [(sid, w) for sid, s in report.series.items() for w in s.warnings
-            if verbose or w.startswith(("policy:", "export:", "data:"))]
-    if warn:
-        console.print("Warnings:", style="yellow")
-        for sid, w in warn:
-            console.print(f"  {sid}: {w}", highlight=False, markup=False)
-    fb = [(sid, f) for sid, s in report.series.items() for f in s.fallbacks]
-    if fb:
-        console.print(f"Fallbacks ({len(fb)}):")
-        for sid, f in fb:  # a source's note already starts with its series id
-            console.print(f"  {sid}: {f.removeprefix(sid + ': ')}", highlight=False, markup=False)
+    console.print("Purchase mix of the recommended fleet: " + sentence(_fleet_mix(report, doc)), highlight=False,
+                  markup=False)
+    if any(c is MIX_COLUMN for c in cols):
+        console.print("(mix % R/S/D: reserved/spot/on-demand percent of each policy's GPU-hours)", highlight=False,
+                      markup=False)
+    print_notes(report, console, verbose)
+
+
+def _fleet_mix(report: Report, doc: dict | None) -> dict | None:
+    return mix_of(report.summary) or mix_of((doc or {}).get("summary"))
+
+
+def print_notes(report: Report, console: Console, verbose: bool = False) -> None:
+    """The run's notes under the table (:mod:`capplan.notes`): grouped across series and
+    ordered by what to act on; ``verbose``: every note (forecast warnings included) per
+    series, ungrouped."""
+    rows = series_notes(report, verbose)
+    kinds = {sid: s.kind for sid, s in report.series.items()}
+    if verbose:
+        notes = [Note(text, [sid], rank(text, warning), warning) for sid, text, warning in rows]
+        notes.sort(key=lambda n: n.rank)
+        folded = False
+    else:
+        notes, folded = fold_informational(group_notes(rows), NOTE_BUDGET)
+    for r, heading in RANKS.items():
+        part = [n for n in notes if n.rank == r]
+        if part:
+            console.print(f"{heading} ({len(part)}):", style="yellow" if r == 0 else None, highlight=False)
+            for n in part:
+                console.print(f"  {n.line(kinds)}", highlight=False, markup=False)
+    if folded or (not verbose and len(notes) < len(rows)):
+        console.print(f"({len(rows)} notes in all; --verbose lists every note per series)", highlight=False,
+                      markup=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -133,7 +209,10 @@ def register(app: typer.Typer) -> None:
             "--executor dask. Without it, dask starts a LocalCluster of --workers processes.", show_default="none"),
         workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes for processes or the dask "
                                               "LocalCluster.", show_default="up to 2"),
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every forecast warning."),
+        quick: bool = typer.Option(False, "--quick", help="A first look: a small search (8 evaluations, no random "
+                                   "search), 2 LSTM epochs, 400 LSTM windows and 60 Prophet samples (capplan.config."
+                                   "QUICK). The figures are rougher; plan without it before acting on them."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every note per series, ungrouped, with the forecast warnings."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
                                                "LATEST (the fleet plan the dashboard opens on).",
@@ -162,6 +241,8 @@ def register(app: typer.Typer) -> None:
         cfg = with_prometheus_url(load_config(config), prometheus_url)
         if prometheus_url:
             pull_first(cfg, ids)
+        if quick or cfg.plan.quick:
+            apply_quick(cfg)
         if n_calls is not None:
             if n_calls < 4:
                 raise InputError("--n-calls: must be at least 4")
@@ -187,10 +268,18 @@ def register(app: typer.Typer) -> None:
                               progress=progress, store=Store(cfg.store), publish=publish, reuse=reuse)
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
+        where = store_location(cfg, config)
+        if fmt is not Format.table and not quiet:
+            for line in ([QUICK_NOTE] if cfg.plan.quick else []) + where:
+                err.print(line, highlight=False, markup=False)
+
         def table(console: Console) -> None:
-            print_report(result, console, verbose)
+            if cfg.plan.quick:
+                console.print(QUICK_NOTE, style="yellow", highlight=False, markup=False)
+            print_report(result, console, verbose, report)
             size = report["run"].get("size_bytes")
-            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files"
+            console.print(f"wrote {out_dir}/ ({len(report['run']['files'])} files, {checked_file_count(out_dir)} of "
+                          "them YAML/JSON that `capplan export --validate` checks"
                           + (f", {size / 1e6:.1f} MB" if size else "") + ") in "
                           f"{report['run']['duration_s']:.0f} s", highlight=False, markup=False)
             if report["run"].get("run_id"):
@@ -198,8 +287,12 @@ def register(app: typer.Typer) -> None:
                     "published as the store's LATEST" if report["run"].get("published") else
                     "saved in the store, not published (LATEST unchanged; --publish makes it the fleet plan)"),
                     highlight=False, markup=False)
+            for line in where:
+                console.print(line, highlight=False, markup=False)
+            if cfg.plan.quick:
+                console.print(QUICK_NOTE, style="yellow", highlight=False, markup=False)
 
-        render(fmt, report, lambda: csv_rows(result), table, out, output)
+        render(fmt, report, lambda: csv_rows(result, report), table, out, output)
         failed = report.get("failed") or {}
         for sid, f in failed.items():
             err.print(f"[red]failed[/red] {sid} ({f['stage']}): {f['error']}", highlight=False)

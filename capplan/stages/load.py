@@ -9,6 +9,8 @@ It writes the regularisation's notes, the source's notes and its spike warnings
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from capplan.config import CapplanConfig
@@ -20,6 +22,26 @@ from forecasting import backtest as bt
 from forecasting.regularise import regularise, to_hourly
 from forecasting.types import STEP, SeriesMeta
 from optimizer.inputs import median_spacing, native_grid
+
+
+def store_location(cfg: CapplanConfig, config: Path | None = None, cwd: Path | None = None) -> list[str]:
+    """Lines saying which store (history, runs, the cache) and model folder a run uses, and,
+    when ``config`` left one at its default (``.capplan/store``, ``models``), that it lies
+    next to the config file rather than in the working folder ``cwd`` (so the working
+    folder's cache and runs are not the ones used)."""
+    lines = [f"store: {cfg.store}; models: {cfg.models}"]
+    if config is None:
+        return lines
+    here = (cwd or Path.cwd()).resolve()
+    beside = Path(config).resolve().parent
+    if beside == here:
+        return lines
+    for attr, default in (("store", ".capplan/store"), ("models", "models")):
+        if "://" not in getattr(cfg, attr) and Path(getattr(cfg, attr)) == beside / default:
+            lines.append(f"{attr}: {config} does not set `{attr}:`, so the default folder {default} is taken next to it "
+                         f"({beside / default}), not in the working folder ({here / default}); set {attr}: in the "
+                         "config to share one")
+    return lines
 
 
 def load(state: PlanState) -> None:

@@ -120,7 +120,7 @@ def test_report_json_has_the_summary(plan_run):
 # 13 -----------------------------------------------------------------------------------------------
 def test_fallbacks_and_warnings_are_listed_under_the_table():
     text = rendered(report(), 100)
-    assert "Fallbacks (1):" in text
+    assert "For information (1):" in text
     assert "train/a-very-long-team-pool-name: daily: 12 hours of context < 168 needed" in text
     assert "infer/llm-chat: export: KEDA serverAddress is a placeholder" in text
 
