@@ -213,7 +213,7 @@ def week_one(item: WeekTask) -> dict:
             "tuning": [item.tune[0].isoformat(), item.tune[1].isoformat()],
             "recommended_policy": oc.recommended_policy, "params": tuned.params, "limit_usd": limit,
             "policies": {n: _figures(m, limit) for n, m in pol.items()},
-            "rank": rank_of_recommended(task, tuned, oc.baseline, oc.peers or {}), "notes": list(tuned.notes)}
+            "rank": rank_of_recommended(task, tuned, oc.baseline, oc.peers or {}), "notes": list(oc.notes)}
 
 
 def rank_of_recommended(task: SearchTask, tuned: Tuned, baseline: Metrics, peers: dict[str, Metrics]) -> dict:
