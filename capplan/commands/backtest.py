@@ -1,4 +1,5 @@
-"""``capplan backtest``: rolling-origin scores per series, horizon and model."""
+"""``capplan backtest``: rolling-origin scores per series, horizon and model; with ``--policies``
+the walk-forward policy backtest (:mod:`capplan.policy_weeks`, views in :mod:`capplan.policy_table`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from capplan.options import check_timezone
 from capplan.console import StageProgress, out
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.pipeline import BACKTEST, run
+from capplan.policy_table import csv_rows as policy_csv_rows, print_tables
+from capplan.policy_weeks import run_policy_backtest
 from capplan.state import PlanState, no_progress
 from forecasting.backtest import BEST_OF, summarise
 
@@ -98,26 +101,47 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml (store, tier options)."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all"),
-        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling."),
-        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace("series and policy",
-                                                                                      "series, horizon and model")),
+        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling (and the policy search with --policies)."),
+        fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace(
+            "series and policy", "series, horizon and model; with --policies per series, week and policy")),
         output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
+        policies: bool = typer.Option(False, "--policies", help="Backtest the policies instead, walking forward over "
+                                      "every complete week: tune on the weeks up to k, replay the recommendation, "
+                                      "the baseline and the peers on week k+1 (cost, coverage, idle ratio, regret)."),
+        weeks: Optional[int] = typer.Option(None, "--weeks", help="With --policies: score only the last N weeks.",
+                                            show_default="every complete week"),
+        tune_weeks: Optional[int] = typer.Option(None, "--tune-weeks", help="With --policies: tune on the last N "
+                                                 "weeks before each scored week (1: the plan's 7-day tuning window).",
+                                                 show_default="every week before it"),
+        n_calls: Optional[int] = typer.Option(None, "--n-calls", help="With --policies: policy evaluations per search.",
+                                              show_default="30, or plan.n_calls of --config"),
     ):
         """Score every tier, the combination, naive, seasonal-naive (1 day), default Prophet
         and the peers (the naive-conformal rule; statsforecast AutoETS when the bench
         dependencies are installed, else a note says it is missing) at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
         coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
-        no look-ahead; then a summary per horizon across series."""
+        no look-ahead; then a summary per horizon across series.
+
+        With --policies: per series and complete week, what the recommendation, the baseline and each peer would have cost, tuned on the weeks before it only; a series shorter than 7 days of training and two weeks is skipped with a note (docs/backtest.md). Exit code 3 when a series failed."""
         check_timezone(timezone)  # options first: before any import or read
         if not 0 <= seed < 2**32:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
+        check_policy_options(policies, weeks, tune_weeks, n_calls)
         ids = split_ids(series)
         check_output_file(output, source, config)
         cfg = load_config(config)
+        if n_calls is not None:
+            cfg.plan.n_calls = n_calls
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
+        if policies:
+            with StageProgress(enabled=not quiet) as progress:
+                pdoc = run_policy_backtest(source, cfg, ids, seed, timezone, progress, weeks, tune_weeks)
+            render(fmt, pdoc, lambda: policy_csv_rows(pdoc), lambda c: print_tables(pdoc, c), out, output)
+            exit_partial(pdoc["failed"], "scored")
+            return
         with StageProgress(enabled=not quiet) as progress:
             doc = run_backtest(source, cfg, ids, seed, timezone, progress)
 
@@ -146,9 +170,27 @@ def register(app: typer.Typer) -> None:
                               + ("" if nc is None else f" (naive-conformal rule {nc:.3f})"))
 
         render(fmt, doc, lambda: csv_rows(doc), table, out, output)
-        for sid, f in doc["failed"].items():
-            typer.echo(f"failed {sid} ({f['stage']}): {f['error']}", err=True)
-        if doc["failed"]:
-            typer.echo(f"{len(doc['failed'])} series failed and were left out (failed in --format json); the others "
-                       f"were scored. Exit code {EXIT_PARTIAL}.", err=True)
-            raise typer.Exit(EXIT_PARTIAL)
+        exit_partial(doc["failed"], "scored")
+
+
+def exit_partial(failed: dict, done: str) -> None:
+    """Say which series failed (on stderr) and exit with :data:`EXIT_PARTIAL` when any did."""
+    for sid, f in failed.items():
+        typer.echo(f"failed {sid} ({f['stage']}): {f['error']}", err=True)
+    if failed:
+        typer.echo(f"{len(failed)} series failed and were left out (failed in --format json); the others "
+                   f"were {done}. Exit code {EXIT_PARTIAL}.", err=True)
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def check_policy_options(policies: bool, weeks: int | None, tune_weeks: int | None, n_calls: int | None) -> None:
+    """``--weeks``, ``--tune-weeks`` and ``--n-calls`` need ``--policies`` and a sane count (InputError)."""
+    given = {"--weeks": weeks, "--tune-weeks": tune_weeks, "--n-calls": n_calls}
+    for flag, v in given.items():
+        if v is None:
+            continue
+        if not policies:
+            raise InputError(f"{flag}: only with --policies (the walk-forward policy backtest)")
+        low = 4 if flag == "--n-calls" else 1
+        if v < low:
+            raise InputError(f"{flag} {v}: must be at least {low}")
