@@ -46,11 +46,11 @@ def store_picker() -> None:
 
 def sidebar() -> None:
     with st.sidebar:
+        st.markdown("### capplan")
         store_picker()
     runs = common.runs_newest_first()
     latest, refused = common.latest_run()
     with st.sidebar:
-        st.markdown("### capplan")
         if runs:
             # a run that became LATEST since the last rerun is selected automatically
             if st.session_state.get("_seen_latest") != latest:
