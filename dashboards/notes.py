@@ -7,7 +7,9 @@ Read from the raw ``report.json`` dict (so fields newer than the typed model, su
   placeholder Prometheus address, ``data:`` implausible values, policy warnings),
   ``summary.missing_target`` (coverage below the target), ``failed`` and ``missing``;
 * **notes**: ``series.<id>.fallbacks`` (``policy:``, ``tuning:``, ``plan:``,
-  ``backtest:``, ``regularise:`` ...).
+  ``backtest:``, ``regularise:`` ...);
+* run-wide lines, when the report carries them: ``warnings`` / ``notes`` lists at the top
+  level or under ``run``.
 
 A text shared by several series becomes one :class:`Note` naming them all. Notes are
 ordered by what the reader must act on: coverage, failures, quota and export, data,
@@ -91,6 +93,11 @@ def run_notes(report: dict) -> list[Note]:
             "warning", sid)
     for sid, why in sorted((report.get("missing") or {}).items()):
         add(f"missing: left out of the plan ({why})", "warning", sid)
+    for where in (report, report.get("run") or {}):  # run-wide lines, when a report carries them
+        for key, level in (("warnings", "warning"), ("notes", "note")):
+            for text in where.get(key) or []:
+                if isinstance(text, str):
+                    add(text, level, None)
     for sid, s in sorted((report.get("series") or {}).items()):
         for w in s.get("warnings") or []:
             add(w, "warning", sid)

@@ -172,6 +172,9 @@ def test_notes_group_shared_lines_and_order_by_action():
     assert c["warning_items"] == 1 + sum(len(s["warnings"]) for s in rep["series"].values())
     assert c["note_items"] == sum(len(s["fallbacks"]) for s in rep["series"].values())
     assert [n.text for n in nt.series_notes(notes, "infer/web")] == [PLACEHOLDER]
+    rep["run"]["notes"] = ["store: runs are kept in /srv/store"]
+    run_wide = [n for n in nt.run_notes(rep) if not n.series]
+    assert [(n.text, n.level, n.who(4)) for n in run_wide] == [("store: runs are kept in /srv/store", "note", "run")]
 
 
 def test_mix_shares_and_absence():
