@@ -100,8 +100,10 @@ else:
     for band in BANDS[:-1]:  # like with like: models scored on the same lead band, never the mixed "all"
         g = table[(table["horizon"] == band) & (table["n"] >= c.MIN_SCORE_POINTS) & table["MASE"].notna()]
         if len(g) > 1:
-            top = g.sort_values("MASE").iloc[0]
-            best.append(f"{band}: **{top['model']}** ({top['MASE']:.3f} of {len(g)} models, {int(top['n'])} points)")
+            low = g["MASE"].min()
+            top = g[g["MASE"] <= low + 1e-12]  # ties named together, by model name
+            best.append(f"{band}: **{', '.join(top['model'])}** ({low:.3f} of {len(g)} models, "
+                        f"{int(top['n'].iloc[0])} points)")
     if best:
         st.caption("Lowest MASE per lead band (models scored on the same leads): " + " · ".join(best) + ".")
     else:

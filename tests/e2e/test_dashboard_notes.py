@@ -271,6 +271,7 @@ def test_forecasts_page_compares_like_with_like(synth):
     assert "over all horizons" not in cap
     assert "1h: **hourly** (0.500 of 2 models" in cap and "24h: **daily** (0.800 of 3 models" in cap
     assert "7d: **daily**" in cap
+    assert "**daily, hourly**" not in cap  # ties only: 24h has one lowest
 
 
 def test_manifests_page_counts_what_export_validate_counts(synth):
