@@ -25,11 +25,32 @@ PAGES = Path(__file__).resolve().parent / "views"  # not "pages/": that name tur
 st.set_page_config(page_title="capplan", page_icon=":material/monitoring:", layout="wide")
 
 
+def store_picker() -> None:
+    """Pick among the known stores (``--store``/``--config``, ``--config-dir`` configs, the
+    default) and list each one's runs, so a run written into another store is found."""
+    stores = common.known_stores()
+    listed = {p: common.paths.run_ids(p) for p, _ in stores}
+    options = [str(p) for p, _ in stores]
+    where = {str(p): w for p, w in stores}
+    if st.session_state.get(common.STORE_KEY) not in options:
+        st.session_state[common.STORE_KEY] = str(common.store_root())
+    if len(options) > 1:
+        st.selectbox("Store", options, key=common.STORE_KEY,
+                     format_func=lambda p: f"{common.shown(p)} ({where[p]}, {len(listed[Path(p)])} runs)")
+    with st.expander("Runs by store"):
+        for p, w in stores:
+            ids = sorted(listed[p], reverse=True)
+            st.markdown(f"`{common.shown(p)}` ({w}): {len(ids)} run(s)"
+                        + "".join(f"\n- `{r}`" for r in ids[:20]) + ("\n- …" if len(ids) > 20 else ""))
+
+
 def sidebar() -> None:
+    with st.sidebar:
+        st.markdown("### capplan")
+        store_picker()
     runs = common.runs_newest_first()
     latest, refused = common.latest_run()
     with st.sidebar:
-        st.markdown("### capplan")
         if runs:
             # a run that became LATEST since the last rerun is selected automatically
             if st.session_state.get("_seen_latest") != latest:

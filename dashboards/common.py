@@ -17,6 +17,7 @@ Loaded replay models (What-if) are cached with ``st.cache_resource``.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from capplan.config import CapplanConfig, load_config
 from capplan.errors import InputError
 from capplan.store import Store
 from dashboards import paths
+from dashboards.notes import NO_MIX, Note, md_escape, mix_table
 
 if TYPE_CHECKING:
     from capplan.report import Report, SeriesReport
@@ -38,6 +40,7 @@ ENV_CONFIG = "CAPPLAN_CONFIG"
 ENV_CONFIG_DIR = "CAPPLAN_CONFIG_DIR"
 ENV_READ_ONLY = "CAPPLAN_DASHBOARD_READ_ONLY"
 RUN_KEY = "capplan_run_id"
+STORE_KEY = "capplan_store"
 MIN_SCORE_POINTS = 24
 """Backtest scores on fewer scored points than this (one day of hourly points) are marked
 as unreliable: a MASE on 3 points says little."""
@@ -99,9 +102,43 @@ def config() -> CapplanConfig:
     return _config(p, mtime)
 
 
-def store_root() -> Path:
+def _configured_store() -> Path:
     env = os.environ.get(ENV_STORE)
     return Path(env).resolve() if env else Path(config().store).resolve()
+
+
+@st.cache_resource(show_spinner=False)
+def _config_store(path: str, mtime: float) -> tuple[str | None, str | None]:
+    """``(store of the config at path, None)`` or ``(None, why it could not be read)``."""
+    try:
+        store = str(load_config(path).store)
+    except InputError as exc:
+        return None, str(exc)
+    return (None, f"{path}: store {store} is not a local folder") if "://" in store else (store, None)
+
+
+def known_stores() -> list[tuple[Path, str]]:
+    """Every store the dashboard knows, as ``(absolute path, where it comes from)``, without
+    repeats: ``--store`` (``CAPPLAN_STORE``) or the ``--config``'s store, the store of each
+    config in ``--config-dir`` (a minimal config keeps its store next to itself), and
+    capplan's default store. Nothing typed in the browser is ever one of them."""
+    out: dict[Path, str] = {_configured_store(): "--store" if os.environ.get(ENV_STORE) else
+                            ("--config" if config_path() else "default")}
+    for cfg in allowed_configs():
+        store, _ = _config_store(cfg, Path(cfg).stat().st_mtime)
+        if store:
+            out.setdefault(Path(store).resolve(), f"config {Path(cfg).name}")
+    out.setdefault(Path(CapplanConfig().store).resolve(), "default")
+    return list(out.items())
+
+
+def store_root() -> Path:
+    """The store the pages read: the one picked in the sidebar among :func:`known_stores`,
+    else ``--store`` / the config's store / the default store."""
+    picked = st.session_state.get(STORE_KEY)
+    if picked and Path(picked) in {p for p, _ in known_stores()}:
+        return Path(picked)
+    return _configured_store()
 
 
 def store() -> Store:
@@ -164,6 +201,13 @@ def report(run_dir: str, mtime: float) -> "Report":
     from capplan.report import Report
 
     return Report.load(run_dir)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def raw_report(run_dir: str, mtime: float) -> dict:
+    """The run's ``report.json`` as written (a dict): what :mod:`dashboards.notes` reads, so
+    fields newer than the typed model (the purchase ``mix``) are seen."""
+    return json.loads((Path(run_dir) / "report.json").read_text())
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -263,6 +307,43 @@ def series_picker(rep: "Report", key: str, label: str = "Series") -> str:
     prev = st.session_state.get(key)
     if prev is not None and prev not in ids:
         del st.session_state[key]
+    asked = st.query_params.get("series")
+    if asked in ids and st.session_state.get(f"{key}_asked") != asked:  # a link such as plan?series=infer/x
+        st.session_state[f"{key}_asked"] = asked
+        st.session_state[key] = asked
     if key not in st.session_state:
         st.session_state[key] = most_at_stake(rep)
-    return st.selectbox(label, ids, key=key, help="Opens on the series with the most at stake (highest cost).")
+    return st.selectbox(label, ids, key=key, help="Opens on the series with the most at stake (highest cost), "
+                        "or on the one named by the address's ?series=.")
+
+
+def show_notes(notes: "list[Note]", n_series: int, per_series: bool = False) -> None:
+    """The run's warnings, then its notes (stated fallbacks), one line each with whom it
+    concerns (:class:`dashboards.notes.Note`); ``per_series``: the lines of one series page,
+    without the list of series names."""
+    warn = [n for n in notes if n.level == "warning"]
+    other = [n for n in notes if n.level != "warning"]
+
+    def line(n: "Note") -> str:
+        who = "" if per_series and len(n.series) <= 1 else f"**{md_escape(n.who(n_series))}** — "
+        shared = f" *(shared by {len(n.series)} series)*" if per_series and len(n.series) > 1 else ""
+        return f"- {who}{md_escape(n.text)}{shared}"
+
+    if warn:
+        st.warning(f"**{len(warn)} warning(s)** to act on\n\n" + "\n".join(line(n) for n in warn),
+                   icon=":material/warning:")
+    else:
+        st.success("No warning in this run." if not per_series else "No warning for this series.",
+                   icon=":material/check_circle:")
+    if other:
+        with st.expander(f"{len(other)} note(s): stated fallbacks", expanded=per_series):
+            st.markdown("\n".join(line(n) for n in other))
+
+
+def show_mix(mix: dict | None, caption: str) -> None:
+    """The purchase mix as a table (GPU-hours and USD, with shares), or "mix not recorded"."""
+    if mix is None:
+        st.info(NO_MIX)
+        return
+    st.caption(caption)
+    st.table(mix_table(mix).set_index("purchase"))

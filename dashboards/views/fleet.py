@@ -1,5 +1,6 @@
-"""Fleet: demand against provisioned capacity per series, unmet demand as its own
-band, and a utilisation heatmap of series x hour-of-week (evaluation window)."""
+"""Fleet: the run's warnings and notes (grouped, with counts), the fleet's purchase mix,
+demand against provisioned capacity per series, unmet demand as its own band, and a
+utilisation heatmap of series x hour-of-week (evaluation window)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboards import common as c
+from dashboards import notes as nt
 
 ctx, rep = c.page("Fleet")
 series = rep.series
@@ -22,6 +24,19 @@ cols[1].metric("Recommended cost (eval. window)", c.usd(rec_cost))
 cols[2].metric("Baseline cost (eval. window)", c.usd(base_cost))
 cols[3].metric("Saving vs baseline", c.pct(c.saving(rec_cost, base_cost)))
 
+raw = c.raw_report(*ctx.key)
+notes = nt.run_notes(raw)
+n = nt.counts(notes)
+st.subheader("Warnings and notes")
+st.caption(f"{n['warnings']} warning line(s) covering {n['warning_items']} series warning(s), and "
+           f"{n['notes']} note line(s) covering {n['note_items']} stated fallback(s); a line shared by several "
+           "series names them. Each series' own lines are on its Plan page.")
+c.show_notes(notes, len(series))
+
+st.subheader("Purchase mix (recommended plan)")
+c.show_mix(nt.fleet_mix(raw), "Reserved, spot and on-demand capacity the recommended plans buy over the "
+           "evaluation windows, summed over the fleet (inference replicas are on demand).")
+
 rows = []
 for sid, s in sorted(series.items()):
     r, b = s.recommended, s.baseline
@@ -29,7 +44,10 @@ for sid, s in sorted(series.items()):
                  "coverage (rec.)": c.pct(r.coverage), "coverage (base.)": c.pct(b.coverage),
                  "unmet (rec.)": f"{r.unmet:,.1f} {c.unit_hours(s.unit)}",
                  "unmet (base.)": f"{b.unmet:,.1f} {c.unit_hours(s.unit)}",
-                 "idle ratio (rec.)": c.pct(r.idle_ratio)})
+                 "idle ratio (rec.)": c.pct(r.idle_ratio),
+                 "warnings": sum(n.level == "warning" for n in nt.series_notes(notes, sid)),
+                 "mix (rec.)": nt.mix_line(nt.mix_of(raw["series"].get(sid, {}).get("recommended")))
+                 .replace(" of GPU-hours", "").replace(nt.NO_MIX, "not recorded")})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="fleet_table")
 
 st.subheader("Demand against provisioned capacity")
@@ -74,7 +92,8 @@ for sid in shown:
 
 st.subheader("Utilisation by hour of week")
 st.caption("Mean of demand / provisioned capacity (recommended policy) per UTC hour of week, "
-           "evaluation window. Above 100 % means unmet demand.")
+           "evaluation window (hover a cell for its value). Above 100 % means unmet demand. "
+           "The colour scale (cividis) runs dark to light and reads the same in grey.")
 
 
 @st.cache_data(show_spinner=False)
@@ -96,7 +115,7 @@ hm = heatmap_matrix(*ctx.key)
 if not hm.empty:
     days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     labels = [f"{days[h // 24]} {h % 24:02d}h" for h in range(168)]
-    fig = go.Figure(go.Heatmap(z=hm.to_numpy() * 100, x=labels, y=list(hm.index), colorscale="RdYlGn_r",
+    fig = go.Figure(go.Heatmap(z=hm.to_numpy() * 100, x=labels, y=list(hm.index), colorscale="Cividis",
                                zmin=0, zmax=120, colorbar=dict(title="util %"),
                                hovertemplate="%{y}<br>%{x}<br>%{z:.0f}%<extra></extra>"))
     fig.update_layout(height=140 + 40 * len(hm), margin=dict(l=10, r=10, t=40, b=10),

@@ -56,8 +56,12 @@ combo = s.combination
 members = combo.get("members") or {}
 if members:
     st.caption("Weights of the plan forecast's p50 per lead bucket, from each member's recent pinball loss "
-               f"({combo.get('method', 'exponentially weighted losses')}); members under 5 % are left out.")
-    st.dataframe(pd.DataFrame([{"lead bucket": b, **{m: w for m, w in ws.items()}} for b, ws in members.items()]),
+               f"({combo.get('method', 'exponentially weighted losses')}); a member under 5 % in a bucket "
+               "is left out of it.")
+    names = list(dict.fromkeys(m for ws in members.values() for m in ws))
+    st.dataframe(pd.DataFrame([{"lead bucket": b, **{m: "under 5 %" if ws.get(m) is None else
+                                                      f"{100 * ws[m]:.1f} %" for m in names}}
+                               for b, ws in members.items()]),
                  hide_index=True, width="stretch", key="fc_members")
 else:
     st.caption("This run records no combination weights for this series.")
@@ -92,13 +96,19 @@ else:
     if len(few):
         st.warning(f"{len(few)} of {len(table)} scores rest on fewer than {c.MIN_SCORE_POINTS} points "
                    f"(as few as {int(few['n'].min())}); they are marked and say little.")
-    every = table[table["horizon"] == "all"]
-    best = every[every["n"] >= c.MIN_SCORE_POINTS].sort_values("MASE").head(1)
-    if len(best):
-        st.caption(f"Lowest MASE over all horizons: **{best['model'].iloc[0]}** ({best['MASE'].iloc[0]:.3f}, "
-                   f"{int(best['n'].iloc[0])} points).")
-    elif len(every):
-        st.caption(f"No lowest MASE shown: every model is scored on fewer than {c.MIN_SCORE_POINTS} points.")
+    best = []
+    for band in BANDS[:-1]:  # like with like: models scored on the same lead band, never the mixed "all"
+        g = table[(table["horizon"] == band) & (table["n"] >= c.MIN_SCORE_POINTS) & table["MASE"].notna()]
+        if len(g) > 1:
+            low = g["MASE"].min()
+            top = g[g["MASE"] <= low + 1e-12]  # ties named together, by model name
+            best.append(f"{band}: **{', '.join(top['model'])}** ({low:.3f} of {len(g)} models, "
+                        f"{int(top['n'].iloc[0])} points)")
+    if best:
+        st.caption("Lowest MASE per lead band (models scored on the same leads): " + " · ".join(best) + ".")
+    else:
+        st.caption(f"No lowest MASE shown: no lead band has two models scored on {c.MIN_SCORE_POINTS} points "
+                   "or more.")
 if s.fallbacks:
     with st.expander(f"Fallbacks ({len(s.fallbacks)})"):
         for f in s.fallbacks:

@@ -1,5 +1,7 @@
-"""Manifests: every generated file with its validation status, a download button
-per file and one for the whole set (zip)."""
+"""Manifests: every file that ``capplan export --validate`` reads in the run folder
+(:func:`capplan.validation.folder_files`: the manifests and the JSON data files such as
+report.json, so both count the same files), with its validation status, a download
+button per file and one for the whole set (zip)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def statuses(run_dir: str, mtime: float) -> tuple[list[dict], list[str]]:
     problems = validate_folder(d, c.config().export)
     rows = [{"file": s.file, "bytes": paths.inside(d, s.file).stat().st_size, "status": s.status,
              "problems": [f"{p.path or '.'}: [{p.rule}] {p.message}" for p in s.problems]}
-            for s in file_statuses(d, problems) if s.file != "report.json"]
+            for s in file_statuses(d, problems)]
     return rows, [str(p) for p in problems if p.rule in CROSS_FILE_RULES]
 
 
@@ -43,10 +45,13 @@ if not rows:
     st.stop()
 n_bad = sum(r["status"] == "invalid" for r in rows)
 n_ok = sum(r["status"] == "valid" for r in rows)
-cols = st.columns(3)
+cols = st.columns(4)
 cols[0].metric("Files", len(rows))
 cols[1].metric("Valid", n_ok)
 cols[2].metric("Invalid", n_bad)
+cols[3].metric("Not checked", len(rows) - n_ok - n_bad)
+st.caption("The files `capplan export --validate` counts in this run folder: Kubernetes and KEDA/Volcano "
+           "manifests are validated; JSON data files without an apiVersion (report.json) are listed, not checked.")
 for prob in folder_problems:
     st.warning(prob)
 table = pd.DataFrame([{"file": r["file"], "status": r["status"], "problems": len(r["problems"]),
@@ -68,5 +73,6 @@ for r in rows:
             st.error(prob)
         text = p.read_text(errors="replace")
         st.code(text, language="yaml" if p.suffix in (".yaml", ".yml") else "json")
-        st.download_button(f"Download {p.name}", text, file_name=p.name, mime="application/x-yaml",
+        st.download_button(f"Download {p.name}", text, file_name=p.name,
+                           mime="application/json" if p.suffix == ".json" else "application/x-yaml",
                            key=f"man_dl_{r['file']}")

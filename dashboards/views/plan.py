@@ -1,6 +1,8 @@
 """Plan: recommended against baseline per series, every policy's regret against
-the perfect-foresight limit, the optimiser's convergence curve and the trial
-scatter of cost against coverage (from the trial log)."""
+the perfect-foresight limit; then per series its warnings and notes, its purchase mix,
+the recommended policy's parameters beside its own figures (a peer or the baseline
+when one beat the searched policy, which is then shown apart), the optimiser's
+convergence curve and the trial scatter of cost against coverage (trial log)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from capplan.peer_params import policy_parameters
 from dashboards import common as c
+from dashboards import notes as nt
 
 ctx, rep = c.page("Plan")
 series = rep.series
@@ -30,8 +34,8 @@ for sid, s in sorted(series.items()):
                  "idle rec.": c.pct(r.idle_ratio), "idle base.": c.pct(b.idle_ratio),
                  "unmet rec.": f"{r.unmet:,.1f} {u}", "unmet base.": f"{b.unmet:,.1f} {u}"})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="plan_table",
-             column_config={"cost rec. (USD)": st.column_config.NumberColumn(format="%d"),
-                            "cost base. (USD)": st.column_config.NumberColumn(format="%d")})
+             column_config={"cost rec. (USD)": st.column_config.NumberColumn(format="localized"),
+                            "cost base. (USD)": st.column_config.NumberColumn(format="localized")})
 
 st.subheader("Against perfect foresight")
 st.caption("Regret = policy cost / the cheapest capacity that meets demand in every interval of the evaluation "
@@ -47,11 +51,22 @@ for sid_, s_ in sorted(series.items()):
                     "oracle (USD)": round(s_.oracle.cost_usd) if s_.oracle else None})
 if reg:
     st.dataframe(pd.DataFrame(reg), hide_index=True, width="stretch", key="plan_regret",
-                 column_config={"regret": st.column_config.NumberColumn(format="%.2f")})
+                 column_config={"regret": st.column_config.NumberColumn(format="%.2f"),
+                                "cost (USD)": st.column_config.NumberColumn(format="localized"),
+                                "oracle (USD)": st.column_config.NumberColumn(format="localized")})
 
 sid = c.series_picker(rep, "plan_series")
 s = series[sid]
+raw = c.raw_report(*ctx.key)
+raw_s = raw["series"].get(sid, {})
 r, b = s.recommended, s.baseline
+chosen = s.recommended_policy
+st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(chosen)}**"
+            + ("" if chosen == "searched" else " (it beat the searched policy, shown apart below)"))
+
+sn = nt.series_notes(nt.run_notes(raw), sid)
+c.show_notes(sn, len(series), per_series=True)
+
 cols = st.columns(4)
 cols[0].metric("Cost", c.usd(r.cost_usd), delta=f"{c.usd_delta(r.cost_usd - b.cost_usd)} vs baseline",
                delta_color="inverse")
@@ -60,12 +75,34 @@ cols[2].metric("Idle ratio", c.pct(r.idle_ratio), delta=f"{100 * (r.idle_ratio -
                delta_color="inverse")
 cols[3].metric(f"Unmet ({c.unit_hours(s.unit)})", f"{r.unmet:,.1f}", delta=f"{r.unmet - b.unmet:+,.1f}",
                delta_color="inverse")
+st.caption(f"Figures of the recommended policy ({chosen}) on the evaluation window.")
+
+
+def figures(m) -> pd.DataFrame:
+    return pd.DataFrame([{"cost (USD)": c.usd(m.cost_usd), "coverage": c.pct(m.coverage),
+                          "idle ratio": c.pct(m.idle_ratio), "unmet": f"{m.unmet:,.1f} {c.unit_hours(s.unit)}",
+                          "regret": "n/a" if m.regret is None else f"{m.regret:.2f}"}])
+
 
 left, right = st.columns(2)
 with left:
-    st.markdown("**Tuned parameters**")
-    st.json(r.params, expanded=True)
+    if chosen == "searched":
+        st.markdown("**Recommended: the searched policy** (tuned parameters and their figures)")
+        st.json(r.params, expanded=True)
+    else:
+        baseline_plan = s.plan.baseline.model_dump() if chosen == "baseline" else None
+        st.markdown(f"**Recommended: {nt.md_escape(chosen)}** (its parameters and its figures)")
+        st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=True)
+    st.table(figures(r).set_index("cost (USD)"))
+    st.markdown("**Purchase mix** (recommended)")
+    c.show_mix(nt.mix_of(raw_s.get("recommended")), "GPU-hours and USD per purchase on the evaluation window.")
 with right:
+    if chosen != "searched":
+        st.markdown("**Searched policy (not recommended)**: the search's tuned parameters and their figures; "
+                    "the manifests may still carry its capacity (see the notes above)")
+        st.json(r.params, expanded=False)
+        if s.searched is not None:
+            st.table(figures(s.searched).set_index("cost (USD)"))
     st.markdown("**Capacity plan**")
     st.json(s.plan.model_dump(), expanded=False)
 

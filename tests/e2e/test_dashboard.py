@@ -160,7 +160,9 @@ def test_forecasts_page(store_env):
         shown = at.dataframe[0].value  # who carries weight per lead bucket, as in report.json
         assert list(shown["lead bucket"]) == list(members)
         for _, r in shown.iterrows():
-            assert {m: r[m] for m in members[r["lead bucket"]]} == members[r["lead bucket"]]
+            ws = members[r["lead bucket"]]
+            assert {m: r[m] for m in ws} == {m: f"{100 * w:.1f} %" for m, w in ws.items()}
+            assert all(r[m] == "under 5 %" for m in shown.columns[1:] if m not in ws)
         bt = at.dataframe[-1].value
         assert {"hourly", "daily", "weekly", "combined", "seasonal_naive"} <= set(bt["model"])
         assert {"MASE", "pinball", "coverage_p95"} <= set(bt.columns)
@@ -200,21 +202,30 @@ def test_plan_page(store_env):
         assert row["cost base. (USD)"] == round(s["baseline"]["cost_usd"])
         assert row["saving"] == f"{100 * (1 - s['recommended']['cost_usd'] / s['baseline']['cost_usd']):.1f}%"
         assert len(at.get("plotly_chart")) == 2  # convergence curve and trial scatter
-        assert at.json[0].value and json.loads(at.json[0].value) == s["recommended"]["params"]
+        if s.get("recommended_policy", "searched") == "searched":
+            assert json.loads(at.json[0].value) == s["recommended"]["params"]
+        else:  # a peer: its own parameters first, the searched policy's apart
+            assert json.loads(at.json[0].value) != s["recommended"]["params"]
+            assert json.loads(at.json[1].value) == s["recommended"]["params"]
 
 
 def test_manifests_page(store_env):
+    from capplan.validation import folder_files
+
     run_dir = store_env["run_dir"]
-    files = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.yaml"))
+    files = sorted(str(p.relative_to(run_dir)) for p in folder_files(run_dir))  # what export --validate counts
+    yamls = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.yaml"))
     at = _app(PAGES / "manifests.py").run()
     _ok(at)
     assert at.header[0].value == "Manifests"
     m = _metrics(at)
-    assert m["Files"] == str(len(files))
-    assert m["Invalid"] == "0" and m["Valid"] == str(len(files))
+    assert m["Files"] == str(len(files)) and "report.json" in files
+    assert m["Invalid"] == "0" and int(m["Valid"]) >= len(yamls)
+    assert int(m["Valid"]) + int(m["Not checked"]) == len(files)
     table = at.dataframe[0].value
     assert sorted(table["file"]) == files
-    assert set(table["status"]) == {"valid"}
+    assert set(table["status"]) <= {"valid", "not checked"}
+    assert table.set_index("file").loc["report.json", "status"] == "not checked"
     # one download per file and one for the whole set
     assert len(at.get("download_button")) == len(files) + 1
 
@@ -454,14 +465,19 @@ def test_browser_every_page(browser_available, fixture_run, server, tmp_path_fac
     from capplan.report import Report
 
     first = most_at_stake(Report.model_validate(rep))  # every picker starts at the series with the most at stake
-    n_files = len(list(fixture_run["run_dir"].rglob("*.yaml")))
-    bands = {m: v["bands"]["all"] for m, v in rep["series"][first]["backtest"].items()
-             if "all" in v["bands"] and v["bands"]["all"]["n"] >= MIN_SCORE_POINTS}
-    best = min(bands, key=lambda m: bands[m]["mase"])
-    best = f"{best} ({bands[best]['mase']:.3f}, {bands[best]['n']} points)"
+    from capplan.validation import folder_files
+
+    n_files = len(folder_files(fixture_run["run_dir"]))
+    bands = {m: v["bands"]["1h"] for m, v in rep["series"][first]["backtest"].items()
+             if "1h" in v["bands"] and (v["bands"]["1h"]["n"] or 0) >= MIN_SCORE_POINTS
+             and v["bands"]["1h"]["mase"] is not None}
+    low = min(b["mase"] for b in bands.values())
+    tied = sorted(m for m in bands if bands[m]["mase"] <= low + 1e-12)  # ties are named together
+    best = f"1h: {', '.join(tied)} ({low:.3f} of {len(bands)} models, {bands[tied[0]]['n']} points)"
     pages = [
-        ("", "Fleet", ["Demand against provisioned capacity", "Utilisation by hour of week", _usd(rec)]),
-        ("forecasts", "Forecasts", ["Backtest", "Lowest MASE over all horizons:", best]),
+        ("", "Fleet", ["Warnings and notes", "Purchase mix", "Demand against provisioned capacity",
+                       "Utilisation by hour of week", _usd(rec)]),
+        ("forecasts", "Forecasts", ["Backtest", "Lowest MASE per lead band", best]),
         ("plan", "Plan", ["Recommended against baseline", "Optimiser",
                           _usd(rep["series"][first]["recommended"]["cost_usd"])]),
         ("manifests", "Manifests", ["Download all (zip)", "policy.yaml", f"Files\n{n_files}"]),
