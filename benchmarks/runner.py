@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "
                    "by rolling origin"),
+    "spot-cap": ("spot_cap", "the fleet's regret with spot capped at a share of the GPUs bought, against uncapped"),
     "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),
     "quick": ("quick_speed", "a first `capplan plan --quick` against a first default plan, seconds and ratio"),
     "scale": ("scale", "plan time against the number of series; Dask 1 worker against 2; warm reruns"),

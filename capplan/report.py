@@ -51,6 +51,13 @@ class PolicyMetrics(_Model):
     p95_utilization: float | None = 0.0
     regret: float | None = Field(default=None, description="cost_usd / the perfect-foresight cost (oracle) on the "
                                  "same window; a ratio, >= 1 for a policy meeting every interval; null without one")
+    mix: dict[str, dict[str, float]] | None = Field(default=None, description="the purchase mix: {reserved|spot|"
+                                                    "on_demand: {gpu_hours, cost_usd}} bought on the window (an "
+                                                    "inference service's replicas all on demand; "
+                                                    "optimizer.purchase.layer_mix); null in older runs")
+    spot_refused_gpu_hours: float | None = Field(default=None, description="training: spot GPU-hours the price "
+                                                 "book's cap refused, bought on demand instead (in the mix's "
+                                                 "on_demand)")
 
     @classmethod
     def of(cls, m, oracle_cost_usd: float | None = None) -> "PolicyMetrics | None":
@@ -59,8 +66,19 @@ class PolicyMetrics(_Model):
         if m is None:
             return None
         return cls(cost_usd=m.cost_usd, coverage=m.coverage, idle_ratio=m.idle_ratio, unmet=m.unmet,
-                   scale_events=m.scale_events, p95_utilization=m.p95_utilization,
+                   scale_events=m.scale_events, p95_utilization=m.p95_utilization, mix=m.mix,
+                   spot_refused_gpu_hours=m.spot_refused_gpu_hours,
                    regret=None if oracle_cost_usd is None else regret(m.cost_usd, oracle_cost_usd))
+
+
+class QuotaFigures(_Model):
+    """A training plan that needs more than its pool's quota (optimizer.purchase_check): the series'
+    figures are the plan's uncapped; these are held to the quota."""
+
+    quota_gpus: float = Field(description="the pool's quota, GPUs (the exported Volcano Queue's capability)")
+    need_gpus: int = Field(description="the most GPUs the plan holds at once: raise the quota to this")
+    capped: PolicyMetrics = Field(description="the recommendation held to the quota on the evaluation window "
+                                  "(demand above it queues and counts as unmet); no regret")
 
 
 class RecommendedMetrics(PolicyMetrics):
@@ -165,6 +183,9 @@ class SeriesReport(_Model):
                                            "baseline/peer is recommended instead")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
     oracle: OracleFigures | None = None
+    quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's "
+                                       "quota: the quota to ask for and the figures held to the quota (the "
+                                       "recommended figures are uncapped)")
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
     plan: TrainingPlan | InferencePlan = Field(description="capacity per lead time (optimizer.plan): a "
@@ -310,6 +331,8 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
+            quota=None if oc.quota is None else QuotaFigures(quota_gpus=oc.quota.quota_gpus, need_gpus=oc.quota.need_gpus,
+                                                             capped=PolicyMetrics.of(oc.quota.capped)),
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,

@@ -12,6 +12,7 @@ from pathlib import Path
 from capplan.cache import Entries, code_fingerprint, fingerprint
 from optimizer.oracle import OracleResult
 from optimizer.policy import Metrics
+from optimizer.purchase_check import QuotaCheck
 from optimizer.tuning import SearchOutcome, Tuned, tune_key_parts
 
 
@@ -22,7 +23,7 @@ def _metrics_doc(m) -> dict | None:
 #: the fields of :class:`optimizer.tuning.SearchOutcome` that :class:`SearchCache` stores and restores
 #: (``tests/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
 OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "trials", "replay", "notes", "peers",
-                  "oracle", "recommended_policy", "searched")
+                  "oracle", "recommended_policy", "searched", "quota")
 
 
 class SearchCache:
@@ -71,7 +72,8 @@ class SearchCache:
                                notes=o["notes"], peers=None if o["peers"] is None else
                                {k: Metrics(**v) for k, v in o["peers"].items()},
                                oracle=None if o["oracle"] is None else OracleResult(**o["oracle"]),
-                               recommended_policy=o["recommended_policy"], **met)
+                               recommended_policy=o["recommended_policy"],
+                               quota=None if o.get("quota") is None else QuotaCheck(**o["quota"]), **met)
         except (KeyError, TypeError, ValueError) as exc:  # a document of another shape: recomputed
             return None, f"{type(exc).__name__}: {exc}"
         return oc, ""
@@ -82,5 +84,6 @@ class SearchCache:
                "random": _metrics_doc(oc.random), "searched": _metrics_doc(oc.searched),
                "peers": None if oc.peers is None else {k: _metrics_doc(m) for k, m in oc.peers.items()},
                "oracle": None if oc.oracle is None else oc.oracle.model_dump(),
-               "recommended_policy": oc.recommended_policy}
+               "recommended_policy": oc.recommended_policy,
+               "quota": None if oc.quota is None else oc.quota.model_dump()}
         self.entries.write(key, oc.replay.reset_index(drop=True), {"outcome": doc})

@@ -5,7 +5,12 @@ saw), summed over the series. A *policy* is any metrics entry of a series
 report that has ``cost_usd`` and ``coverage``: ``recommended``, ``baseline``,
 ``random_search`` and whatever other policies the report carries (top-level
 entries, or one level down such as ``peers.reactive``), so new policies join
-the summary without a change here.
+the summary without a change here; a series' ``quota`` block (its plan held to the
+pool's quota) is not a policy and is summed apart (``quota``).
+
+``mix``: the recommended fleet's purchase mix, the sum of the series' ``recommended.mix``
+(:func:`optimizer.purchase.mix_total`; shares are the reader's, gpu_hours / total);
+series without one (older runs) are left out and ``mix_series`` says how many were summed.
 """
 
 from __future__ import annotations
@@ -14,10 +19,13 @@ import math
 
 from pydantic import BaseModel, Field
 
+from optimizer.purchase import MIX_LAYERS, mix_total
 from optimizer.search_settings import COVERAGE_TARGET
 
 #: the policies shown first, in this order; others follow by name
 FIRST = ("recommended", "baseline")
+#: series entries that hold metrics but are not policies
+NOT_POLICIES = ("quota",)
 
 
 def _is_metrics(v) -> bool:
@@ -28,6 +36,8 @@ def policy_metrics(entry: dict) -> dict[str, dict]:
     """``policy name -> metrics dict`` of one series entry of the report (see module docstring)."""
     out: dict[str, dict] = {}
     for k, v in entry.items():
+        if k in NOT_POLICIES:
+            continue
         if _is_metrics(v):
             out[k] = v
         elif isinstance(v, dict):
@@ -55,6 +65,15 @@ class MissedTarget(BaseModel):
     target: float = Field(description="run.coverage_target (0-1)")
 
 
+class QuotaShort(BaseModel):
+    """A pool whose plan needs more than its quota (``series.<id>.quota``)."""
+
+    series_id: str
+    quota_gpus: float
+    need_gpus: int = Field(description="raise the quota to this many GPUs")
+    capped_coverage: float | None = Field(description="the plan's coverage held to the quota (0-1)")
+
+
 class FleetSummary(BaseModel):
     """``report.json``'s ``summary``: the fleet on the evaluation windows."""
 
@@ -65,6 +84,12 @@ class FleetSummary(BaseModel):
     saving_usd: float | None = Field(description="baseline - recommended, USD (negative: the plan costs more)")
     saving_ratio: float | None = Field(description="saving_usd / baseline cost (0-1); null when the baseline costs 0")
     missing_target: list[MissedTarget] = Field(default_factory=list)
+    mix: dict[str, dict[str, float]] | None = Field(default=None, description="the recommended fleet's purchase "
+                                                    "mix: {reserved|spot|on_demand: {gpu_hours, cost_usd}}; null "
+                                                    "when no series recorded one")
+    mix_series: int = Field(default=0, description="series whose recommended mix is summed in mix")
+    quota: list[QuotaShort] = Field(default_factory=list, description="pools whose plan needs more than their "
+                                    "quota (the recommended figures are uncapped)")
 
 
 def fleet_summary(report) -> FleetSummary:
@@ -91,6 +116,10 @@ def fleet_summary(report) -> FleetSummary:
         cov = (entry.get("recommended") or {}).get("coverage")
         if _finite(cov) and cov < target - 1e-9:
             missing.append({"series_id": sid, "coverage": round(float(cov), 4), "target": target})
+    mixes = [(e.get("recommended") or {}).get("mix") for e in series.values()]
+    short = [{"series_id": sid, "quota_gpus": e["quota"]["quota_gpus"], "need_gpus": e["quota"]["need_gpus"],
+              "capped_coverage": (e["quota"].get("capped") or {}).get("coverage")}
+             for sid, e in series.items() if e.get("quota")]
     rec, base = cost.get("recommended"), cost.get("baseline")
     saving = (base - rec) if rec is not None and base is not None else None
     return FleetSummary(
@@ -99,7 +128,8 @@ def fleet_summary(report) -> FleetSummary:
         series_counted={k: counted[k] for k in ordered(counted)},
         saving_usd=round(saving, 2) if saving is not None else None,
         saving_ratio=round(saving / base, 4) if saving is not None and base else None,
-        missing_target=[MissedTarget(**m) for m in missing])
+        missing_target=[MissedTarget(**m) for m in missing], mix=mix_total(mixes),
+        mix_series=sum(1 for m in mixes if m), quota=[QuotaShort(**q) for q in short])
 
 
 def summary_lines(summary) -> list[str]:
@@ -124,4 +154,22 @@ def summary_lines(summary) -> list[str]:
                      ", ".join(f"{m['series_id']} ({100 * m['coverage']:.1f} %)" for m in miss))
     else:
         lines.append(f"Every series meets the coverage target of {target}.")
+    return lines + mix_lines(summary)
+
+
+def mix_lines(summary: dict) -> list[str]:
+    """The purchase-mix line of the recommended fleet ("mix not recorded" for an older run) and
+    one line per pool whose plan needs more than its quota."""
+    mix = summary.get("mix")
+    if not mix:
+        lines = ["Purchase mix: mix not recorded"]
+    else:
+        total = sum(mix[k]["gpu_hours"] for k in MIX_LAYERS) or 1.0
+        lines = ["Purchase mix (recommended): " + ", ".join(
+            f"{k.replace('_', ' ')} {100 * mix[k]['gpu_hours'] / total:.0f} % ({mix[k]['gpu_hours']:,.0f} GPU-h, "
+            f"{mix[k]['cost_usd']:,.0f} USD)" for k in MIX_LAYERS)]
+    for q in summary.get("quota") or []:
+        cov = q.get("capped_coverage")
+        lines.append(f"{q['series_id']}: raise the quota to {q['need_gpus']} GPUs (now {q['quota_gpus']:g}; held to "
+                     "it, coverage " + (f"{100 * cov:.1f} %)" if cov is not None else "n/a)"))
     return lines

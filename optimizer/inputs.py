@@ -80,6 +80,7 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":
+        inp.quota = meta.quota_gpus  # scored uncapped; optimizer.purchase_check holds the recommendation to it
         week_starts = pd.date_range(start, end, freq="7D")
         day_starts = pd.date_range(start, end, freq="1D")
         hour_starts = pd.date_range(start, end, freq="1h")

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from optimizer.prices import GpuPrice
+from optimizer.purchase import spot_terms
 from optimizer.replay import period_reduce
 
 
@@ -41,8 +42,9 @@ def effective_spot_price(price: GpuPrice, interruption_rate: float, recovery_s: 
 def critical_ratios(price: GpuPrice, interruption_rate: float = 0.01, recovery_s: int = 1800) -> dict[str, float]:
     """``spot``: share of a day's hours the demand must exceed a level for a
     daily spot GPU at that level to pay; ``reserved``: share of a week's days
-    its daily level must exceed for a reservation to pay (ratios, capped at 1)."""
-    se = effective_spot_price(price, interruption_rate, recovery_s)
+    its daily level must exceed for a reservation to pay (ratios, capped at 1). The GPU model's own
+    interruption terms win when its price book entry sets them (:func:`optimizer.purchase.spot_terms`)."""
+    se = effective_spot_price(price, *spot_terms(price, interruption_rate, recovery_s))
     return {"spot": min(1.0, se / price.on_demand), "reserved": min(1.0, price.reserved / se)}
 
 

@@ -19,7 +19,9 @@ programme with :func:`scipy.optimize.milp` (HiGHS):
 
   The daily on-demand layer of :class:`optimizer.policy.TrainingParams` is
   left out: the hourly on-demand layer has the same price and can do all it
-  does, so it never lowers the limit. **Spot interruptions are left out** of
+  does, so it never lowers the limit. The purchase book's spot cap holds here
+  too (:mod:`optimizer.purchase`): ``S_d <= spot_cap_gpus`` and ``S_d <= spot_cap_share
+  x (R_w + S_d + H_h)`` in every hour. **Spot interruptions are left out** of
   the limit (spot GPUs never fail here), which only makes it lower, so the
   bound stays a bound. The constraint matrix is an interval matrix (totally
   unimodular), so the LP relaxation is already integral; ``milp`` keeps the
@@ -108,8 +110,19 @@ def training_oracle(inp: ReplayInput) -> OracleResult:
     rows = np.repeat(np.arange(len(hours)), 3)
     cols = np.stack([w[first], nw + d[first], nw + nd + hours], axis=1).ravel()
     a = csr_matrix((np.ones(len(cols)), (rows, cols)), shape=(len(hours), nw + nd + nh))
-    res = milp(c, constraints=LinearConstraint(a, lb=need[hours], ub=np.inf), integrality=np.ones(len(c)),
-               bounds=Bounds(0, np.inf))
+    cons = [LinearConstraint(a, lb=need[hours], ub=np.inf)]
+    share = inp.price.spot_cap_share
+    if share is not None:  # spot at most `share` of the GPUs bought in every hour: (1 - share) S - share (R + H) <= 0
+        hh = np.arange(nh)
+        f = np.searchsorted(h, hh)
+        cols = np.stack([w[f], nw + d[f], nw + nd + hh], axis=1).ravel()
+        vals = np.tile([-share, 1.0 - share, -share], nh)
+        cons.append(LinearConstraint(csr_matrix((vals, (np.repeat(hh, 3), cols)), shape=(nh, nw + nd + nh)),
+                                     lb=-np.inf, ub=0.0))
+    upper = np.full(len(c), np.inf)
+    if inp.price.spot_cap_gpus is not None:
+        upper[nw:nw + nd] = float(inp.price.spot_cap_gpus)
+    res = milp(c, constraints=cons, integrality=np.ones(len(c)), bounds=Bounds(0, upper))
     if res.status != 0 or res.x is None:
         raise RuntimeError(f"oracle: HiGHS found no optimum ({res.message})")
     x = np.round(res.x)

@@ -109,6 +109,8 @@ class Metrics(BaseModel):
     unmet: float
     scale_events: int = 0
     p95_utilization: float = 0.0
+    mix: dict[str, dict[str, float]] | None = None  # GPU-hours and USD per layer (optimizer.purchase.layer_mix)
+    spot_refused_gpu_hours: float | None = None  # training: spot the price book's cap moved on demand
     daily_coverage: list[float] | None = Field(default=None, exclude=True, repr=False)
     daily_cost_usd: list[float] | None = Field(default=None, exclude=True, repr=False)
 

@@ -12,6 +12,23 @@ Defaults (configurable under ``prices:`` in ``capplan.yaml``):
   Savings Plan / reserved-instance discount on the same page family
   (aws.amazon.com/savingsplans/compute-pricing/).
 * Spot: 0.40 x on-demand — the seeds' rule of thumb "spot saves about 60 %".
+* What can be bought (:mod:`optimizer.purchase`), per GPU model:
+
+  - spot availability, ``spot_cap_gpus`` / ``spot_cap_share``: no cap by default, because the cap
+    is what the user's account is granted, not a list figure; a plan that buys spot without one
+    says so in its notes. GPU spot capacity is scarce: the AWS Spot Instance Advisor
+    (aws.amazon.com/ec2/spot/instance-advisor/) buckets each instance type's monthly frequency of
+    interruption into <5 %, 5-10 %, 10-15 %, 15-20 % and >20 %, and GPU types move between those buckets
+    with demand;
+  - ``reserved_min_term_days``: 7 days, the replay's weekly reservation cadence and a term AWS sells
+    as EC2 Capacity Blocks for ML (1-14 days in 1-day steps, then 7-day steps to 182 days; AWS EC2
+    User Guide, "Find and purchase Capacity Blocks",
+    docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-purchase.html); a 1-year
+    reserved instance or savings plan is 365;
+  - ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` (GPU-seconds lost per
+    interruption): the plan's (``plan.interruption_rate`` 0.01, ``plan.recovery_s`` 1,800 s) unless
+    set. 0.01 per GPU-hour is pessimistic next to the Advisor's worst bucket (>20 % a month,
+    about 0.0003 per instance-hour): it stands for the capacity reclaims of scarce GPU types.
 
 These are list prices, not the user's contract: set your own in the config.
 """
@@ -34,11 +51,21 @@ _ON_DEMAND = {
 
 
 class GpuPrice(BaseModel):
-    """USD per GPU-hour for one GPU model."""
+    """USD per GPU-hour for one GPU model, and what of each layer a cloud sells (:mod:`optimizer.purchase`)."""
 
     on_demand: float = Field(gt=0, description="on-demand price, USD per GPU-hour")
     reserved: float = Field(gt=0, description="reserved (committed) price, USD per GPU-hour")
     spot: float = Field(gt=0, description="spot price, USD per GPU-hour")
+    spot_cap_gpus: float | None = Field(default=None, ge=0, description="most spot GPUs the cloud sells at once; "
+                                        "None = no cap")
+    spot_cap_share: float | None = Field(default=None, ge=0, le=1, description="most spot GPUs as a share (0-1) of "
+                                         "the GPUs bought in a step; None = no cap")
+    reserved_min_term_days: float = Field(default=7.0, gt=0, description="a reservation's (capacity block's) "
+                                          "minimum term, days")
+    interruption_rate: float | None = Field(default=None, ge=0, description="spot interruptions per spot GPU-hour; "
+                                            "None = plan.interruption_rate")
+    recovery_s: int | None = Field(default=None, ge=0, description="GPU-seconds lost per interruption; "
+                                   "None = plan.recovery_s")
 
 
 def default_price_book() -> dict[str, GpuPrice]:

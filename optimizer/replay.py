@@ -63,6 +63,7 @@ from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay_core import (ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
                                    period_lookup, period_reduce, prescale_demand, run_controller, window_metrics)
+from optimizer.purchase import purchase_mix, sellable_layers, spot_terms, within_quota
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -129,12 +130,24 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
 
     Cost (USD) = sum over steps of (reserved x reserved price + (on-demand +
     hourly on-demand) x on-demand price + spot x spot price) x step hours x
-    GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`).
+    GPUs per unit, prices in USD per GPU-hour (:mod:`optimizer.prices`), for what the
+    purchase book sells of the layers asked (:func:`optimizer.purchase.sellable_layers`: spot
+    above its cap bought on demand, reservations held for their minimum term), held to
+    ``inp.quota`` when ``inp.hold_to_quota`` (:func:`optimizer.purchase.within_quota`); the GPU
+    model's own interruption terms win (:func:`optimizer.purchase.spot_terms`).
+    ``Metrics.mix`` is what was bought (:func:`optimizer.purchase.purchase_mix`),
+    ``Metrics.spot_refused_gpu_hours`` what the spot cap moved on demand.
     Scale events count the changes of each layer separately: the weekly
     reservation, the daily purchase (on-demand + spot) and the hourly top-up.
+    ``series`` also holds ``spot_refused`` and ``asked`` (GPUs per step before the quota).
     """
     step_h = inp.step_s / 3600.0
     hourly = np.zeros_like(reserved, dtype=float) if od_hourly is None else od_hourly
+    reserved, od, spot, refused = sellable_layers(inp.price, inp.step_s, reserved, od, spot, hourly)
+    asked = reserved + od + spot + hourly
+    if inp.hold_to_quota:
+        reserved, od, spot, hourly = within_quota(inp.quota, reserved, od, spot, hourly)
+    interruption_rate, recovery_s = spot_terms(inp.price, interruption_rate, recovery_s)
     lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
     cap = reserved + od + spot + hourly - lost
     demand = inp.demand
@@ -145,8 +158,11 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     cost = float(step_cost.sum())
     events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
     series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
-              "provisioned": cap}
-    return window_metrics(demand, cap, cost, step_h, events, step_cost), series
+              "provisioned": cap, "spot_refused": refused, "asked": asked}
+    m = window_metrics(demand, cap, cost, step_h, events, step_cost)
+    m.mix = purchase_mix(series, inp.price, inp.step_s, inp.gpus_per_unit)
+    m.spot_refused_gpu_hours = round(float(refused.sum()) * step_h * inp.gpus_per_unit, 3)
+    return m, series
 
 
 def spot_losses(spot: np.ndarray, step_s: int, rate_per_gpu_hour: float, recovery_s: int, seed: int) -> np.ndarray:

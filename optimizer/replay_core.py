@@ -17,6 +17,7 @@ from forecasting.types import QCOLS, STEP_S
 from optimizer.hpa_controller import HPA, ScalingPolicy, ScalingRules
 from optimizer.policy import InferenceParams, Metrics
 from optimizer.prices import GpuPrice
+from optimizer.purchase import layer_mix
 
 
 @dataclass
@@ -48,6 +49,8 @@ class ReplayInput:
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
+    quota: float | None = None  # training: the pool's quota, GPUs (SeriesMeta.quota_gpus), None if unknown
+    hold_to_quota: bool = False  # training: the replay holds the pool to ``quota`` (optimizer.purchase.within_quota)
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
 
@@ -186,7 +189,9 @@ def run_controller(inp: ReplayInput, decide, cold_start_s: int, initial: int, me
         replicas[i] = cur
     step_h = step / 3600.0
     cost = float(replicas.sum() * step_h * inp.gpus_per_unit * inp.price.on_demand)
-    return window_metrics(inp.demand, prov, cost, step_h, events), {"replicas": replicas, "provisioned": prov}
+    m = window_metrics(inp.demand, prov, cost, step_h, events)
+    m.mix = layer_mix({"on_demand": float(replicas.sum() * step_h * inp.gpus_per_unit)}, inp.price)  # all on demand
+    return m, {"replicas": replicas, "provisioned": prov}
 
 
 def prescale_demand(inp: ReplayInput, quantile: str, lead_s: int) -> np.ndarray:

@@ -22,12 +22,9 @@ daily costs), it is the recommendation
 (``recommended_policy`` names it, ``notes`` say why), and its evaluation
 figures are the recommended figures. For inference services a tie goes to the
 rival too: a searched policy is only worth recommending over a rule a careful
-engineer sets up without capplan if it beats it (issue 12, "Peer policies"); a tuning
-window too short to tell policies apart can leave several at the same cost, and the
-tie-break would otherwise pick by safety alone. (On the 20-minute tuning window of
-``infer/azure-llm-conv`` it is no tie: no HPA policy covers that window and the
-naive-conformal peer wins outright, objective 24.83 against 205.61 USD.) (Training pools
-keep their tie-break, :func:`optimizer.search.pick_best`.) An inference peer is judged, recommended
+engineer sets up without capplan if it beats it; a tuning window too short to tell
+policies apart can leave several at the same cost, and the tie-break would otherwise pick
+by safety alone. (Training pools keep their tie-break, :func:`optimizer.search.pick_best`.) An inference peer is judged, recommended
 and exported as the policy that expresses it (:mod:`optimizer.expressed`), so the manifests replay to
 the recommended figures; a rival with no expression leaves the searched policy in the exports (a note).
 
@@ -68,6 +65,7 @@ from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
+from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
@@ -179,6 +177,7 @@ class SearchOutcome:
     oracle: OracleResult | None = None
     recommended_policy: str = "searched"
     searched: Metrics | None = None  # the searched policy's figures when a rival is recommended instead
+    quota: QuotaCheck | None = None  # the recommendation held to the pool's quota, when it needs more
 
     def regret(self) -> dict[str, float]:
         """``cost / oracle cost`` per policy (``baseline``, ``recommended``, each peer); empty without an oracle."""
@@ -355,9 +354,11 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
+    quota, checked = purchase_check(evalw, rec, rec_series, recommended_replay(pr, chosen, best_params),
+                                    task.settings.interruption_rate, task.settings.recovery_s)  # optimizer.purchase_check
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
-                         list(task.notes) + list(tuned.notes), peers={k: m for k, (m, _) in peers_eval.items()},
-                         oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched)
+                         list(task.notes) + list(tuned.notes) + checked, peers={k: m for k, (m, _) in peers_eval.items()},
+                         oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched, quota=quota)
 
 
 def search_one(task: SearchTask) -> SearchOutcome:

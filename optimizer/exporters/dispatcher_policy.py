@@ -18,7 +18,9 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
   :mod:`optimizer.policy` (ratios 0–1, ``*Percent`` in percent, ``*S`` seconds);
 * ``expected``: ``recommended`` and ``baseline`` replay metrics
   (``costUsd`` in USD, ``coverage`` and ``idleRatio`` ratios, ``unmet`` in
-  GPU- or replica-hours);
+  GPU- or replica-hours), with the purchase ``mix`` (``reserved``, ``spot``, ``onDemand``:
+  ``gpuHours``, ``costUsd``) and ``spotRefusedGpuHours``; the file's header comments list each
+  series' mix and say which training pools are planned all on spot, and why;
 * ``baselineLevels``: what the seeds' rules of thumb would set from the last
   day of history (:mod:`optimizer.history_levels`);
 * ``forecastVersion``, ``validFrom``, ``fallbacks``.
@@ -39,7 +41,7 @@ import yaml
 
 from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
 from optimizer.exporters.base import Context, Doc, register
-from optimizer.exporters.policy_fields import camel_dict, human, param_problems, snake_dict
+from optimizer.exporters.policy_fields import camel, camel_dict, human, param_problems, snake, snake_dict
 from optimizer.exporters.schemas import default_schemas_dir
 from optimizer.policy import Metrics, SeriesPlan
 
@@ -53,6 +55,42 @@ _TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGp
                "last_peak_gpus": "lastPeakGpus"}
 _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization",
              "fallback_replicas": "fallbackReplicas"}
+
+def _metrics_entry(m: Metrics) -> dict:
+    """A policy's replay figures in camelCase, its purchase ``mix`` too (layers ``reserved``, ``spot``,
+    ``onDemand``, each ``{gpuHours, costUsd}``; :func:`optimizer.purchase.layer_mix`); ``None``
+    values (a run before the mix) are left out."""
+    d = {k: v for k, v in m.model_dump().items() if v is not None}
+    mix = d.pop("mix", None)
+    out = camel_dict(d)
+    if mix is not None:
+        out["mix"] = {camel(k): camel_dict(v) for k, v in mix.items()}
+    return out
+
+
+def _metrics_of(d: dict) -> Metrics:
+    """The inverse of :func:`_metrics_entry`."""
+    d = dict(d)
+    mix = d.pop("mix", None)
+    return Metrics(**snake_dict(d), mix=None if mix is None else {snake(k): snake_dict(v) for k, v in mix.items()})
+
+
+def mix_comment(p: SeriesPlan) -> str | None:
+    """One comment line of ``policy.yaml``'s header: the recommended purchase mix of ``p`` (share of
+    GPU-hours and USD per layer), and for a training pool planned all on spot, that it is and why.
+    None when the plan carries no mix."""
+    mix = p.recommended.mix
+    if not mix:
+        return None
+    total = sum(v["gpu_hours"] for v in mix.values()) or 1.0
+    line = f"{p.series_id}: " + ", ".join(
+        f"{k.replace('_', ' ')} {100 * v['gpu_hours'] / total:.0f} % ({v['cost_usd']:,.0f} USD)" for k, v in mix.items())
+    if p.kind == "training" and mix["spot"]["gpu_hours"] >= total * 0.995:
+        line += ("\n  planned 100 % on spot: spot, with its interruptions priced in, is cheaper than reserved and on\n"
+                 "  demand in the price book and no spot cap bound it; set prices.<gpu model>.spot_cap_share or\n"
+                 "  spot_cap_gpus to what the account can get (report.json's notes give the prices)")
+    return line
+
 
 def series_entry(p: SeriesPlan, name: str) -> dict:
     pl = dict(p.plan)
@@ -76,8 +114,7 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
     if pl:
         e["planExtra"] = pl
     e["params"] = camel_dict(p.params)
-    e["expected"] = {"recommended": camel_dict(p.recommended.model_dump()),
-                     "baseline": camel_dict(p.baseline.model_dump())}
+    e["expected"] = {"recommended": _metrics_entry(p.recommended), "baseline": _metrics_entry(p.baseline)}
     e["fallbacks"] = list(p.fallbacks)
     return human(e)
 
@@ -90,9 +127,12 @@ def policy_object(plans: list[SeriesPlan], ctx: Context) -> dict:
 
 @register("policy")
 def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
+    mixes = [c for c in (mix_comment(p) for p in plans) if c]
     return [Doc(PATH, policy_object(plans, ctx),
                 header="capplan dispatcher policy; schema: schemas/dispatcherpolicy.schema.json\n"
-                       "ratios are 0-1, costs USD, unmet in GPU-hours (training) or replica-hours (inference)")]
+                       "ratios are 0-1, costs USD, unmet in GPU-hours (training) or replica-hours (inference)"
+                       + ("\npurchase mix of the recommendation on the evaluation window (share of GPU-hours, USD):\n"
+                          + "\n".join(mixes) if mixes else ""))]
 
 
 @register("crd")
@@ -145,8 +185,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
         out.append(SeriesPlan(
             series_id=e["seriesId"], kind=e["kind"], unit=e["unit"], gpu_model=e.get("gpuModel", "default"),
             timezone=e.get("timezone", "UTC"), params=snake_dict(e.get("params", {})), plan=plan,
-            recommended=Metrics(**snake_dict(e["expected"]["recommended"])),
-            baseline=Metrics(**snake_dict(e["expected"]["baseline"])),
+            recommended=_metrics_of(e["expected"]["recommended"]),
+            baseline=_metrics_of(e["expected"]["baseline"]),
             forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
     return out
 
