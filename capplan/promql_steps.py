@@ -1,6 +1,6 @@
 """What one stored point means: the query a pull sends for a series' step.
 
-A plain ``query_range`` has two faults for capacity planning (issue 15):
+A plain ``query_range`` has two faults for capacity planning:
 
 * **Staleness.** At each step Prometheus evaluates an instant selector with
   the last sample of the previous 5 minutes (the lookback delta), so after an
