@@ -59,18 +59,6 @@ def short(mix: dict | None, measure: str = "gpu_hours") -> str:
     return "/".join(f"{100 * s[p]:.0f}" for p in PARTS)
 
 
-def sentence(mix: dict | None) -> str:
-    """``"reserved 10 %, spot 85 %, on-demand 5 % of GPU-hours; ... of USD"``, or
-    :data:`NOT_RECORDED`."""
-    s = shares(mix)
-    if s is None:
-        return NOT_RECORDED
-    if not s:
-        return "nothing bought"
-    return "; ".join(", ".join(f"{label} {100 * v[p]:.1f} %" for p, label in PARTS.items()) + f" of {MEASURES[m]}"
-                     for m, v in s.items())
-
-
 def csv_fields(mix: dict | None) -> dict[str, float | str | None]:
     """CSV columns of a mix: ``mix`` (``recorded`` | ``not recorded``) and
     ``<part>_share_<measure>`` ratios rounded to 3 decimals (empty without a mix)."""

@@ -158,18 +158,23 @@ def summary_lines(summary) -> list[str]:
 
 
 def mix_lines(summary: dict) -> list[str]:
-    """The purchase-mix line of the recommended fleet ("mix not recorded" for an older run) and
-    one line per pool whose plan needs more than its quota."""
+    """The purchase-mix line of the recommended fleet (shares of GPU-hours and of USD; "mix not
+    recorded" for an older run) and one line naming every pool whose plan needs more than its quota."""
     mix = summary.get("mix")
     if not mix:
         lines = ["Purchase mix: mix not recorded"]
     else:
-        total = sum(mix[k]["gpu_hours"] for k in MIX_LAYERS) or 1.0
-        lines = ["Purchase mix (recommended): " + ", ".join(
-            f"{k.replace('_', ' ')} {100 * mix[k]['gpu_hours'] / total:.0f} % ({mix[k]['gpu_hours']:,.0f} GPU-h, "
-            f"{mix[k]['cost_usd']:,.0f} USD)" for k in MIX_LAYERS)]
-    for q in summary.get("quota") or []:
-        cov = q.get("capped_coverage")
-        lines.append(f"{q['series_id']}: raise the quota to {q['need_gpus']} GPUs (now {q['quota_gpus']:g}; held to "
-                     "it, coverage " + (f"{100 * cov:.1f} %)" if cov is not None else "n/a)"))
+        hours = sum(mix[k]["gpu_hours"] for k in MIX_LAYERS) or 1.0
+        usd = sum(mix[k]["cost_usd"] for k in MIX_LAYERS) or 1.0
+        lines = ["Purchase mix (recommended), share of GPU-hours / of USD: " + ", ".join(
+            f"{k.replace('_', ' ')} {100 * mix[k]['gpu_hours'] / hours:.0f} % / {100 * mix[k]['cost_usd'] / usd:.0f} % "
+            f"({mix[k]['gpu_hours']:,.0f} GPU-h, {mix[k]['cost_usd']:,.0f} USD)" for k in MIX_LAYERS)]
+    quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; held to it, coverage "
+              + (f"{100 * q['capped_coverage']:.1f} %)" if q.get("capped_coverage") is not None else "n/a)"))
+             for q in summary.get("quota") or []]
+    if len(quota) == 1:
+        lines.append(f"{quota[0][0]}: raise the quota to {quota[0][1]}")
+    elif quota:
+        lines.append(f"{len(quota)} pools above their quota; raise the quota to: "
+                     + "; ".join(f"{sid} {text}" for sid, text in quota))
     return lines

@@ -34,7 +34,7 @@ from capplan.pipeline import run_plan
 from capplan.stages.load import store_location
 from capplan.store import Store
 from capplan.report import Report, SeriesReport
-from capplan.mix_shares import csv_fields, mix_of, sentence, short
+from capplan.mix_shares import csv_fields, mix_of, short
 from capplan.notes import RANKS, Note, fold_informational, group_notes, rank, series_notes
 from capplan.summary import fleet_summary, summary_lines
 from capplan.table import Column, fit_table
@@ -144,16 +144,10 @@ def print_report(report: Report, console: Console, verbose: bool = False, doc: d
                       highlight=False, markup=False)
     for line in summary_lines(report.summary or fleet_summary(report)):
         console.print(line, highlight=False, markup=False)
-    console.print("Purchase mix of the recommended fleet: " + sentence(_fleet_mix(report, doc)), highlight=False,
-                  markup=False)
     if any(c is MIX_COLUMN for c in cols):
         console.print("(mix % R/S/D: reserved/spot/on-demand percent of each policy's GPU-hours)", highlight=False,
                       markup=False)
     print_notes(report, console, verbose)
-
-
-def _fleet_mix(report: Report, doc: dict | None) -> dict | None:
-    return mix_of(report.summary) or mix_of((doc or {}).get("summary"))
 
 
 def print_notes(report: Report, console: Console, verbose: bool = False) -> None:

@@ -90,8 +90,8 @@ def test_mix_is_shown_in_the_table_and_csv_and_absent_says_not_recorded():
     rep["summary"] = {**fleet_summary(rep).model_dump(), "mix": mix}
     text = rendered(rep)
     assert "20/60/20" in text  # reserved/spot/on-demand percent of GPU-hours
-    assert "reserved 20.0 %, spot 60.0 %, on-demand 20.0 % of GPU-hours" in text
-    assert "reserved 50.0 %, spot 30.0 %, on-demand 20.0 % of USD" in text
+    assert "share of GPU-hours / of USD: reserved 20 % / 50 %" in text
+    assert "spot 60 % / 30 %" in text and "on demand 20 % / 20 %" in text
     rows = csv_rows(Report.model_validate(rep), rep)
     rec = next(r for r in rows if r["policy"] == "recommended" and r["kind"] == "training")
     assert rec["mix"] == "recorded" and rec["spot_share_gpu_hours"] == 0.6 and rec["reserved_share_cost_usd"] == 0.5
