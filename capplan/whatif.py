@@ -67,6 +67,7 @@ class WhatIf:
     seed: int
     recommended_params: dict
     recorded: dict  # {"recommended": {...}, "baseline": {...}} from report.json
+    carried: bool = True  # the parameters carry the recommendation (else the searched policy's, a note says why)
 
     def simulate(self, params: dict) -> tuple[Metrics, pd.DataFrame]:
         """Replay ``params`` (a full parameter dict of the series' kind) on the
@@ -129,7 +130,8 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     searched = s.recommended if carried else (s.searched or s.recommended)
     recorded = {"recommended": {k: getattr(searched, k) for k in METRIC_KEYS},
                 "baseline": {k: getattr(s.baseline, k) for k in METRIC_KEYS}}
-    return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, report.run.seed, dict(s.recommended.params), recorded)
+    return WhatIf(series_id, meta.kind, meta.unit, inp, cfg, report.run.seed, dict(s.recommended.params), recorded,
+                  carried)
 
 
 def metrics_dict(m: Metrics) -> dict:

@@ -22,7 +22,7 @@ if not rec:
     st.stop()
 
 chosen = s.recommended_policy
-rl = "recommended" if chosen == "searched" else "searched"  # what the sliders start from
+rl = "recommended" if wi.carried else "searched"  # what the sliders start from
 k = sid.replace("/", "_")  # widget keys per series: switching series starts from its own policy
 
 
@@ -34,9 +34,13 @@ def reset() -> None:
 st.caption(f"{s.kind} · {s.unit} · GPU {s.gpu_model or '?'} · evaluation window "
            f"{s.windows.evaluation[0][:16]} → {s.windows.evaluation[1][:16]} UTC. "
            f"Sliders start at the {rl} policy.")
-if chosen != "searched":
+if chosen != "searched" and wi.carried:
     st.info(f"The run recommends the **{chosen}** policy for this series (it beat the searched policy on the "
-            "tuning window); that rule has no parameters to vary, so the sliders start at the searched policy.")
+            f"tuning window); the exports carry it as the {rec.get('family', 'policy')} policy that expresses it, "
+            "so the sliders start at those parameters.")
+elif chosen != "searched":
+    st.info(f"The run recommends the **{chosen}** policy for this series (it beat the searched policy on the "
+            "tuning window); no exported policy expresses that rule, so the sliders start at the searched policy.")
 params = dict(rec)
 left, right = st.columns([1, 2])
 with left:

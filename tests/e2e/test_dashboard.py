@@ -97,12 +97,16 @@ def _usd(x: float) -> str:
 # -- capplan.whatif ------------------------------------------------------------------------
 def test_whatif_reproduces_recorded_figures(fixture_run):
     from capplan.whatif import load_whatif
+    from optimizer.expressed import expressible
 
     for sid in SERIES:
         wi = load_whatif(fixture_run["run_dir"], sid)
         m, traj = wi.simulate(wi.recommended_params)
         s = fixture_run["report"]["series"][sid]
-        rec = s.get("searched") or s["recommended"]  # the params' own figures when a peer is recommended
+        # the params' own figures: the recommendation's when the exports carry it (a searched policy or an
+        # expressible peer, optimizer.expressed), else the searched policy's
+        carried = s["recommended_policy"] == "searched" or expressible(s["recommended_policy"], s["kind"])
+        rec = s["recommended"] if carried else (s.get("searched") or s["recommended"])
         assert m.cost_usd == pytest.approx(rec["cost_usd"], rel=1e-9)
         assert m.coverage == pytest.approx(rec["coverage"])
         assert m.idle_ratio == pytest.approx(rec["idle_ratio"])
