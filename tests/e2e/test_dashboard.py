@@ -509,9 +509,9 @@ def test_browser_every_page(browser_available, fixture_run, server, tmp_path_fac
 
         driver.get(f"{server}/what-if")
         _wait_rendered(driver, "What-if", ["Reset to recommended"])
-        # an inference series whose recommendation is an HPA policy, so the HPA target drives its replay
-        infer = next(sid for sid in sorted(rep["series"]) if rep["series"][sid]["kind"] == "inference"
-                     and rep["series"][sid]["recommended"]["params"].get("family", "hpa") == "hpa")
+        # the costliest inference series: a target change moves its cost by whole dollars (the metric's unit)
+        infer = max((sid for sid in rep["series"] if rep["series"][sid]["kind"] == "inference"),
+                    key=lambda sid: rep["series"][sid]["recommended"]["cost_usd"])
         if infer != first:  # pick the inference series in the picker (it opened on the costliest one)
             box = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"] [data-testid="stSelectbox"] input')
             box.click()
