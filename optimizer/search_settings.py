@@ -150,5 +150,8 @@ class SearchSettings(BaseModel):
                               "runs later instead of being lost")
     random_search: bool = Field(default=True, description="also run a random search with the same budget, "
                                 "reported beside the tuned policy")
+    scan_grid: Literal["full", "coarse"] = Field(
+        default="full", description="the grid scan before the Gaussian-process search: every point of the full grid "
+        "(about 2,600 replays per training pool) or the coarse grid of a quick run (optimizer.quick_grid)")
     training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)
     inference_bounds: InferenceBounds = Field(default_factory=InferenceBounds)

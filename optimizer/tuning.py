@@ -66,12 +66,12 @@ from optimizer.oracle import OracleResult, daily_training_limits, inference_orac
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
+from optimizer.quick_grid import scan_grid
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
                               neighbour_objective, objective_value, run_search, training_space)
 from optimizer.search_settings import SearchSettings
-
 
 
 REFINE_MIN = 0.03
@@ -234,7 +234,7 @@ def tune_policy(task: SearchTask) -> Tuned:
     tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
     space = pr.space(tune)
     narrowed, why = intermittent_space(task.kind, pc.training_bounds.as_dict(), tune.demand)
-    space = narrowed or space  # an intermittent tuning window: hourly top-ups only (optimizer.intermittent)
+    space = scan_grid(narrowed or space, pc.scan_grid)  # intermittent: hourly top-ups only; quick: coarse scan
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
     evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731

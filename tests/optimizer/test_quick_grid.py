@@ -1,0 +1,55 @@
+"""optimizer/quick_grid.py: the coarse scan a quick run replays, and that the search uses it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from optimizer.quick_grid import COARSE_INFERENCE_GRID, COARSE_TRAINING_GRID, scan_grid
+from optimizer.search import inference_space, training_space
+from optimizer.space import INFERENCE_GRID, TRAINING_GRID
+from optimizer.tuning import tune_policy
+from tests.optimizer.test_tuning import _task
+
+
+def _points(space) -> set[tuple]:
+    return {tuple(p) for p in space.grid_points()}
+
+
+@pytest.mark.parametrize("space", [training_space(), inference_space(peak=6.0)], ids=["training", "inference"])
+def test_the_coarse_grid_is_a_small_subset_of_the_full_grid(space):
+    full, coarse = _points(space), _points(scan_grid(space, "coarse"))
+    assert scan_grid(space, "full") is space
+    assert 0 < len(coarse) <= len(full) / 5
+    assert coarse <= full  # a coarse scan can only find what a full one could
+    # dimensions and anchors are the full space's: the Gaussian-process search is unchanged
+    assert scan_grid(space, "coarse").dims == space.dims and scan_grid(space, "coarse").anchors == space.anchors
+
+
+@pytest.mark.parametrize("coarse,full", [(COARSE_TRAINING_GRID, TRAINING_GRID), (COARSE_INFERENCE_GRID, INFERENCE_GRID)],
+                         ids=["training", "inference"])
+def test_every_coarse_value_is_a_full_grid_value(coarse, full):
+    assert set(coarse) == set(full)
+    assert all(set(coarse[k]) <= set(full[k]) for k in full)
+
+
+def test_the_coarse_grid_keeps_both_inference_families():
+    sp = scan_grid(inference_space(peak=6.0), "coarse")
+    fam = sp.names.index("family")
+    assert {p[fam] for p in sp.grid_points()} == {"hpa", "lookahead"}
+
+
+def test_an_unknown_grid_is_refused():
+    with pytest.raises(ValueError, match="use full or coarse"):
+        scan_grid(training_space(), "fine")
+
+
+def test_the_search_scans_the_grid_its_settings_name():
+    task = _task()
+    full = tune_policy(task)
+    coarse = tune_policy(replace(task, settings=task.settings.model_copy(update={"scan_grid": "coarse"})))
+    assert full.tuning["grid_points"] == len(training_space().grid_points())
+    assert coarse.tuning["grid_points"] == len(scan_grid(training_space(), "coarse").grid_points())
+    assert coarse.tuning["grid_points"] < full.tuning["grid_points"] / 10
+    assert coarse.params and full.params
