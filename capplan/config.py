@@ -215,7 +215,8 @@ class PlanConfig(SearchSettings):
     workers: int | None = Field(default=None, ge=1, description="worker processes for executor processes, or of the "
                                 "dask LocalCluster (default: up to 2)")
     quick: bool = Field(default=False, description="a first look (`capplan plan --quick`): the QUICK preset's smaller "
-                        "search and fewer LSTM epochs and Prophet samples; the figures are rougher")
+                        "search, coarse grid scan, 3-day windows and fewer LSTM epochs and Prophet samples; the "
+                        "figures are rougher, and the report lists what was reduced")
 
     @model_validator(mode="after")
     def _scheduler(self):
@@ -318,20 +319,48 @@ class CapplanConfig(BaseModel):
 
 
 #: ``capplan plan --quick``: section -> field -> the most a quick run uses (a smaller value in the
-#: config is kept). The same sizes as the test suite's fast config; the GP search keeps its grid scan.
-QUICK = {"plan": {"n_calls": 8}, "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+#: config is kept): the search's size, 3-day tuning and evaluation windows (so the rolling-origin
+#: forecasts cover 6 days, one refit of each weekly-refitted tier instead of two, and every replay is
+#: shorter), and the LSTM's and Prophet's sizes of the test suite's fast config.
+QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
+         "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+
+#: ``capplan plan --quick``: section -> field -> the value a quick run sets (no random search beside
+#: the Gaussian-process one; the coarse grid scan of :mod:`optimizer.quick_grid`).
+QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"}}
 
 
 def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
-    """``cfg`` with the :data:`QUICK` preset applied (each value capped) and ``plan.quick``
-    set, and no random search beside the GP search; returns ``cfg`` (changed in place)."""
+    """``cfg`` with the :data:`QUICK` preset applied (each value capped), :data:`QUICK_SET`'s
+    values set and ``plan.quick`` set; returns ``cfg`` (changed in place). What it reduced is
+    :func:`quick_reductions`."""
     for section, fields in QUICK.items():
         part = getattr(cfg, section)
         for name, most in fields.items():
             setattr(part, name, min(getattr(part, name), most))
-    cfg.plan.random_search = False
+    for section, fields in QUICK_SET.items():
+        for name, value in fields.items():
+            setattr(getattr(cfg, section), name, value)
     cfg.plan.quick = True
     return cfg
+
+
+def quick_reductions(cfg: "CapplanConfig") -> list[str]:
+    """One line per part a quick run (:func:`apply_quick`) does smaller than a default plan,
+    with ``cfg``'s value and the default beside it (empty when ``cfg.plan.quick`` is off); the
+    report's ``run.quick_reductions`` and the plan's output list them."""
+    if not cfg.plan.quick:
+        return []
+    plan, fc, d = cfg.plan, cfg.forecast, CapplanConfig()
+    return [f"search: {plan.n_calls} Gaussian-process evaluations (default {d.plan.n_calls})"
+            + ("" if plan.random_search else ", no random search beside it"),
+            f"grid scan: the {plan.scan_grid} grid (optimizer.quick_grid; default the {d.plan.scan_grid} grid)",
+            f"windows: {plan.tune_days:g}-day tuning and {plan.eval_days:g}-day evaluation windows (default "
+            f"{d.plan.tune_days:g} and {d.plan.eval_days:g}): fewer rolling origins and refits, shorter replays; "
+            "every figure is on the shorter evaluation window",
+            f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
+            f"{d.forecast.lstm_epochs} on {d.forecast.lstm_max_windows})",
+            f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"]
 
 
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from capplan.cache import prune
-from capplan.config import CapplanConfig
+from capplan.config import CapplanConfig, quick_reductions
 from capplan.executor import Executor, make_executor
 from capplan.report import Report, RunInfo, versions
 from capplan.runs import new_run_id, should_publish
@@ -89,7 +89,7 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     run_info = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(), source=source,
                        versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
                        series_filter=list(series) if series else None, published=publish,
-                       quick=cfg.plan.quick)
+                       quick=cfg.plan.quick, quick_reductions=quick_reductions(cfg))
     # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)
     target = Path(out) if store is None else store.run_dir(run_info.run_id)
     state = PlanState(cfg, source, series, seed, timezone, progress, executor, cache_root, out=target, run=run_info)

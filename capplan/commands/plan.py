@@ -46,8 +46,8 @@ COLUMNS = [Column("series", min_width=10), Column("policy", min_width=8), Column
            Column("cost USD", numeric=True), Column("coverage", numeric=True), Column("idle ratio", numeric=True, drop=3),
            Column("unmet", numeric=True, drop=4), Column("saving", numeric=True, drop=2)]
 #: extra numeric columns shown when some policy's metrics carry the key: (metrics key, column, format)
-QUICK_NOTE = ("quick run (--quick): a small search and few epochs; these figures are for a first look, "
-              "plan without --quick before buying or deploying")
+QUICK_NOTE = ("quick run (--quick): a smaller search and forecast on shorter windows; these figures are for a first "
+              "look, plan without --quick before buying or deploying")
 #: informational lines under the table before notes are folded (capplan.notes.fold_informational)
 NOTE_BUDGET = 14
 EXTRA_COLUMNS = [("regret", Column("regret", numeric=True, drop=6), "{:.2f}")]
@@ -204,8 +204,10 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes for processes or the dask "
                                               "LocalCluster.", show_default="up to 2"),
         quick: bool = typer.Option(False, "--quick", help="A first look: a small search (8 evaluations, no random "
-                                   "search), 2 LSTM epochs, 400 LSTM windows and 60 Prophet samples (capplan.config."
-                                   "QUICK). The figures are rougher; plan without it before acting on them."),
+                                   "search, a coarse grid scan), 3-day tuning and evaluation windows, 2 LSTM epochs, "
+                                   "400 LSTM windows and 60 Prophet samples (capplan.config.QUICK). The figures are "
+                                   "rougher and the output lists what was reduced; plan without it before acting on "
+                                   "them."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every note per series, ungrouped, with the forecast warnings."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
@@ -263,8 +265,9 @@ def register(app: typer.Typer) -> None:
         report = result.model_dump()  # capplan.report.Report as a plain document for every format
 
         where = store_location(cfg, config)
+        reduced = [f"  reduced: {r}" for r in report["run"].get("quick_reductions", [])]
         if fmt is not Format.table and not quiet:
-            for line in ([QUICK_NOTE] if cfg.plan.quick else []) + where:
+            for line in ([QUICK_NOTE] if cfg.plan.quick else []) + where + reduced:
                 err.print(line, highlight=False, markup=False)
 
         def table(console: Console) -> None:
@@ -285,6 +288,8 @@ def register(app: typer.Typer) -> None:
                 console.print(line, highlight=False, markup=False)
             if cfg.plan.quick:
                 console.print(QUICK_NOTE, style="yellow", highlight=False, markup=False)
+            for line in reduced:
+                console.print(line, highlight=False, markup=False)
 
         render(fmt, report, lambda: csv_rows(result, report), table, out, output)
         failed = report.get("failed") or {}
