@@ -41,6 +41,7 @@ from capplan import promql
 from capplan.errors import InputError
 from capplan.promql import outer_aggregation
 from capplan.promql_steps import step_query, window_selectors
+from capplan.quick import QUICK, QUICK_SET, apply_quick, quick_reductions  # noqa: F401 (re-exported)
 from forecasting.calendar import CUSTOM_EVENTS
 from forecasting.registry import ModelRegistry
 from optimizer.exporters.settings import ExportSettings, TargetSettings
@@ -168,6 +169,9 @@ class ForecastConfig(BaseModel):
         default_factory=list, max_length=len(CUSTOM_EVENTS),
         description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
         "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
+    training_origin_hours: Literal[4, 8, 12, 24] = Field(
+        default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
+        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 8")
     registry_keep: int = Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in the "
                                "registry (`models:`); older ones are removed after each save")
 
@@ -316,51 +320,6 @@ class CapplanConfig(BaseModel):
     def price_book(self) -> dict[str, GpuPrice]:
         """Defaults (cited in :mod:`optimizer.prices`) overlaid with the config's prices."""
         return {**default_price_book(), **self.prices}
-
-
-#: ``capplan plan --quick``: section -> field -> the most a quick run uses (a smaller value in the
-#: config is kept): the search's size, 3-day tuning and evaluation windows (so the rolling-origin
-#: forecasts cover 6 days, one refit of each weekly-refitted tier instead of two, and every replay is
-#: shorter), and the LSTM's and Prophet's sizes of the test suite's fast config.
-QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
-         "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
-
-#: ``capplan plan --quick``: section -> field -> the value a quick run sets (no random search beside
-#: the Gaussian-process one; the coarse grid scan of :mod:`optimizer.quick_grid`).
-QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"}}
-
-
-def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
-    """``cfg`` with the :data:`QUICK` preset applied (each value capped), :data:`QUICK_SET`'s
-    values set and ``plan.quick`` set; returns ``cfg`` (changed in place). What it reduced is
-    :func:`quick_reductions`."""
-    for section, fields in QUICK.items():
-        part = getattr(cfg, section)
-        for name, most in fields.items():
-            setattr(part, name, min(getattr(part, name), most))
-    for section, fields in QUICK_SET.items():
-        for name, value in fields.items():
-            setattr(getattr(cfg, section), name, value)
-    cfg.plan.quick = True
-    return cfg
-
-
-def quick_reductions(cfg: "CapplanConfig") -> list[str]:
-    """One line per part a quick run (:func:`apply_quick`) does smaller than a default plan,
-    with ``cfg``'s value and the default beside it (empty when ``cfg.plan.quick`` is off); the
-    report's ``run.quick_reductions`` and the plan's output list them."""
-    if not cfg.plan.quick:
-        return []
-    plan, fc, d = cfg.plan, cfg.forecast, CapplanConfig()
-    return [f"search: {plan.n_calls} Gaussian-process evaluations (default {d.plan.n_calls})"
-            + ("" if plan.random_search else ", no random search beside it"),
-            f"grid scan: the {plan.scan_grid} grid (optimizer.quick_grid; default the {d.plan.scan_grid} grid)",
-            f"windows: {plan.tune_days:g}-day tuning and {plan.eval_days:g}-day evaluation windows (default "
-            f"{d.plan.tune_days:g} and {d.plan.eval_days:g}): fewer rolling origins and refits, shorter replays; "
-            "every figure is on the shorter evaluation window",
-            f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
-            f"{d.forecast.lstm_epochs} on {d.forecast.lstm_max_windows})",
-            f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"]
 
 
 def load_config(path: str | os.PathLike | None) -> CapplanConfig:

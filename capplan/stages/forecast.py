@@ -129,7 +129,8 @@ def _submit_global(ex: Executor, prep: Prepared, cfg: CapplanConfig, names: list
     Raises RuntimeError when a global fit raised (it concerns every series)."""
     tasks: list[GlobalTask] = []
     for n in names:
-        tasks += [GlobalTask(prep, cfg, n, seed, b, cache_root) for b in refit_blocks(prep, n)]
+        blocks = refit_blocks(prep, n, cfg.forecast.training_origin_hours)
+        tasks += [GlobalTask(prep, cfg, n, seed, b, cache_root) for b in blocks]
         if n in ROLLING_MODELS:
             tasks.append(GlobalTask(prep, cfg, n, seed, None, cache_root))
     if not tasks:
@@ -189,10 +190,10 @@ def _merge(name: str, parts: list[TierResult]) -> TierResult:
                       {k: v for p in parts for k, v in p.reused.items()})
 
 
-def origin_map(prep: Prepared) -> dict[str, list[pd.Timestamp]]:
+def origin_map(prep: Prepared, training_hours: int = 4) -> dict[str, list[pd.Timestamp]]:
     """Rolling origins per series: hourly for inference (pre-scaling needs a fresh
-    forecast every hour), every 4 hours for training pools."""
-    return {sid: bt.origins(w, "1h" if prep.meta[sid].kind == "inference" else "4h")
+    forecast every hour), every ``training_hours`` (``forecast.training_origin_hours``) for training pools."""
+    return {sid: bt.origins(w, "1h" if prep.meta[sid].kind == "inference" else f"{training_hours}h")
             for sid, w in prep.windows.items()}
 
 
@@ -209,7 +210,8 @@ def tier_forecasts(prep: Prepared, cfg: CapplanConfig, name: str, seed: int = 0,
     (:class:`capplan.cache.RollingCache`) supplies refit blocks whose inputs are
     unchanged; what was reused is in the result's ``reused``."""
     progress("forecast", f"rolling origins: {name}")
-    res = rolling_result(prep, name, [rolling_block(prep, cfg, name, seed, origin_map(prep), cache_root)])
+    ors = origin_map(prep, cfg.forecast.training_origin_hours)
+    res = rolling_result(prep, name, [rolling_block(prep, cfg, name, seed, ors, cache_root)])
     if final:
         plan_forecast(prep, cfg, name, seed, registry or cfg.forecast.registry(cfg.models)).into(res)
     return res
@@ -260,11 +262,11 @@ def rolling_result(prep: Prepared, name: str, blocks: list[RollingBlock]) -> Tie
                       wr, reused=reused)
 
 
-def refit_blocks(prep: Prepared, name: str) -> list[dict[str, list[pd.Timestamp]]]:
+def refit_blocks(prep: Prepared, name: str, training_hours: int = 4) -> list[dict[str, list[pd.Timestamp]]]:
     """The origins of each refit block of model ``name`` (its ``refit_every``), per series,
     in the order :func:`forecasting.backtest.rolling_forecasts` fits them: each block is
     one fit, so :func:`rolling_block` on each gives the same forecasts as one call on all."""
-    return bt.refit_blocks(origin_map(prep), make(name).refit_every)
+    return bt.refit_blocks(origin_map(prep, training_hours), make(name).refit_every)
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""``capplan plan --quick``: the preset of a first look, and the list of what it reduced.
+
+:func:`apply_quick` caps the search's size, the windows and the tiers' sizes (:data:`QUICK`) and
+sets a coarse grid scan and sparser rolling origins (:data:`QUICK_SET`) on a
+:class:`capplan.config.CapplanConfig`; :func:`quick_reductions` says, line by line, what that made
+smaller than a default plan (the report's ``run.quick_reductions`` and the plan's output).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from capplan.config import CapplanConfig
+
+
+#: ``capplan plan --quick``: section -> field -> the most a quick run uses (a smaller value in the config
+#: is kept): the search's size, 3-day tuning and evaluation windows (rolling origins over 6 days: one refit
+#: of each weekly-refitted tier, not two; shorter replays), the test suite's LSTM and Prophet sizes.
+QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
+         "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+#: ``--quick``: section -> field -> the value it sets: no random search, the coarse grid scan
+#: (:mod:`optimizer.quick_grid`), training pools' rolling origins 8 hours apart (at least).
+QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"}, "forecast": {"training_origin_hours": 8}}
+
+
+def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
+    """``cfg`` with the :data:`QUICK` preset applied (each value capped), :data:`QUICK_SET`'s
+    values set and ``plan.quick`` set; returns ``cfg`` (changed in place). What it reduced is
+    :func:`quick_reductions`."""
+    for section, fields in QUICK.items():
+        part = getattr(cfg, section)
+        for name, most in fields.items():
+            setattr(part, name, min(getattr(part, name), most))
+    for section, fields in QUICK_SET.items():
+        for name, value in fields.items():
+            part = getattr(cfg, section)
+            setattr(part, name, max(getattr(part, name), value) if name == "training_origin_hours" else value)
+    cfg.plan.quick = True
+    return cfg
+
+
+def quick_reductions(cfg: "CapplanConfig") -> list[str]:
+    """One line per part a quick run (:func:`apply_quick`) does smaller than a default plan,
+    with ``cfg``'s value and the default beside it (empty when ``cfg.plan.quick`` is off); the
+    report's ``run.quick_reductions`` and the plan's output list them."""
+    if not cfg.plan.quick:
+        return []
+    plan, fc, d = cfg.plan, cfg.forecast, type(cfg)()
+    return [f"search: {plan.n_calls} Gaussian-process evaluations (default {d.plan.n_calls})"
+            + ("" if plan.random_search else ", no random search beside it"),
+            f"grid scan: the {plan.scan_grid} grid (optimizer.quick_grid; default the {d.plan.scan_grid} grid)",
+            f"windows: {plan.tune_days:g}-day tuning and {plan.eval_days:g}-day evaluation windows (default "
+            f"{d.plan.tune_days:g} and {d.plan.eval_days:g}): fewer rolling origins and refits, shorter replays; "
+            "every figure is on the shorter evaluation window",
+            f"rolling origins: every {fc.training_origin_hours} h for training pools (default "
+            f"{d.forecast.training_origin_hours} h)",
+            f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
+            f"{d.forecast.lstm_epochs} on {d.forecast.lstm_max_windows})",
+            f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"]
