@@ -4,8 +4,10 @@ Run: ``python -m benchmarks quick [--series ID ...] [--executor local|processes]
 
 Both plans start cold (a fresh store and model registry each, so nothing is reused from a
 cache) on the same source and series, one after the other in this process; the quick one
-applies :data:`capplan.config.QUICK` (:func:`capplan.config.apply_quick`). Prints each plan's
-seconds and the ratio quick / default; the target is under 1/3.
+applies :data:`capplan.quick.QUICK` and :data:`capplan.quick.QUICK_SET`
+(:func:`capplan.quick.apply_quick`). Prints each plan's seconds and its seconds per stage, what the
+quick plan reduced (:func:`capplan.quick.quick_reductions`), and the ratio quick / default; the target
+is under 1/3.
 """
 
 from __future__ import annotations
@@ -16,18 +18,20 @@ from pathlib import Path
 
 from benchmarks import common
 from capplan import pipeline
-from capplan.config import CapplanConfig, apply_quick
+from capplan.config import CapplanConfig
+from capplan.quick import apply_quick
+from capplan.report import Report
 from capplan.store import Store
 
 TARGET = 1 / 3
 
 
-def _timed(cfg: CapplanConfig, series: list[str] | None, seed: int) -> tuple[float, int]:
+def _timed(cfg: CapplanConfig, series: list[str] | None, seed: int) -> tuple[float, Report]:
     with tempfile.TemporaryDirectory() as d:
         cfg.store, cfg.models = str(Path(d) / "store"), str(Path(d) / "models")
         t0 = time.perf_counter()
         rep = pipeline.run_plan("sample", cfg, Path(d) / "out", series=series, seed=seed, store=Store(cfg.store))
-        return time.perf_counter() - t0, len(rep.series)
+        return time.perf_counter() - t0, rep
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,7 +48,10 @@ def main(argv: list[str] | None = None) -> None:
             cfg.plan.executor = a.executor
         if name == "quick":
             apply_quick(cfg)
-        secs[name], n = _timed(cfg, a.series, a.seed)
-        print(f"{name:<8}{secs[name]:>10.1f} s  ({n} series)", flush=True)
+        secs[name], rep = _timed(cfg, a.series, a.seed)
+        stages = ", ".join(f"{k} {v:.0f}" for k, v in rep.run.stage_seconds.items())
+        print(f"{name:<8}{secs[name]:>10.1f} s  ({len(rep.series)} series; stages, s: {stages})", flush=True)
+    for line in rep.run.quick_reductions:
+        print(f"quick reduced: {line}")
     ratio = secs["quick"] / secs["default"]
     print(f"ratio quick/default = {ratio:.2f} (target < {TARGET:.2f}: {'met' if ratio < TARGET else 'not met'})")
