@@ -169,6 +169,9 @@ class ForecastConfig(BaseModel):
         default_factory=list, max_length=len(CUSTOM_EVENTS),
         description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
         "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
+    prophet_holdout: bool = Field(default=True, description="fit the weekly tier's second, holdout-week Prophet "
+                                  "model that sizes how much of Prophet's predicted change its forecast keeps "
+                                  "(false: all of it; quick runs)")
     training_origin_hours: Literal[4, 8, 12, 24] = Field(
         default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
         "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 8")

@@ -8,6 +8,7 @@ smaller than a default plan (the report's ``run.quick_reductions`` and the plan'
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -20,14 +21,18 @@ if TYPE_CHECKING:
 QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
          "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
 #: ``--quick``: section -> field -> the value it sets: no random search, the coarse grid scan
-#: (:mod:`optimizer.quick_grid`), training pools' rolling origins 8 hours apart (at least).
-QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"}, "forecast": {"training_origin_hours": 8}}
+#: (:mod:`optimizer.quick_grid`), training pools' rolling origins 8 hours apart (at least), no
+#: holdout fit of the weekly tier's Prophet (one Prophet fit per refit instead of two).
+QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"},
+             "forecast": {"training_origin_hours": 8, "prophet_holdout": False}}
+#: the model registry's subfolder of a quick run: a later default plan never reuses its smaller models
+QUICK_MODELS = "quick"
 
 
 def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
     """``cfg`` with the :data:`QUICK` preset applied (each value capped), :data:`QUICK_SET`'s
-    values set and ``plan.quick`` set; returns ``cfg`` (changed in place). What it reduced is
-    :func:`quick_reductions`."""
+    values set, the model registry moved to its :data:`QUICK_MODELS` subfolder (once) and
+    ``plan.quick`` set; returns ``cfg`` (changed in place). What it reduced is :func:`quick_reductions`."""
     for section, fields in QUICK.items():
         part = getattr(cfg, section)
         for name, most in fields.items():
@@ -36,6 +41,9 @@ def apply_quick(cfg: "CapplanConfig") -> "CapplanConfig":
         for name, value in fields.items():
             part = getattr(cfg, section)
             setattr(part, name, max(getattr(part, name), value) if name == "training_origin_hours" else value)
+    sep = "/" if "://" in cfg.models else os.sep
+    if not cfg.plan.quick:
+        cfg.models = cfg.models.rstrip("/" + os.sep) + sep + QUICK_MODELS
     cfg.plan.quick = True
     return cfg
 
@@ -57,4 +65,7 @@ def quick_reductions(cfg: "CapplanConfig") -> list[str]:
             f"{d.forecast.training_origin_hours} h)",
             f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
             f"{d.forecast.lstm_epochs} on {d.forecast.lstm_max_windows})",
-            f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"]
+            f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"
+            + ("" if fc.prophet_holdout else "; no holdout fit, so the weekly tier keeps all of Prophet's "
+               "predicted change (default: a holdout week's fit sizes it)"),
+            f"models: kept in {cfg.models}, apart from a default plan's, which never reuses them"]

@@ -71,6 +71,8 @@ class WeeklyProphetSettings(TierSettings):
 
     uncertainty_samples: int = Field(alias="prophet_samples", ge=50, description="Prophet's posterior draws")
     events: list[str] = Field(alias="events", description="calendar events the tier models")
+    holdout: bool = Field(default=True, alias="prophet_holdout", description="fit the holdout model that sizes "
+                          "the anchored forecast's shrinkage (False: Prophet's changes kept at full size)")
 
 
 class DefaultProphetSettings(TierSettings):
@@ -98,12 +100,13 @@ class WeeklyProphet(Forecaster):
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
                  calendar: bool = True, anchor: bool = True, growth: str = "flat",
-                 seasonality_mode: str = "additive", **options):
+                 seasonality_mode: str = "additive", holdout: bool = True, **options):
         super().__init__(seed=seed, **options)
         self.events = tuple(events)
         self.anchor = anchor and calendar
         self.growth, self.seasonality_mode = growth, seasonality_mode
         self.uncertainty_samples = uncertainty_samples
+        self.holdout = holdout
         self.calendar = calendar
         self.models: dict[str, object] = {}
         self.tz: dict[str, str] = {}
@@ -152,7 +155,7 @@ class WeeklyProphet(Forecaster):
                 self.fallbacks[sid] = f"{label}: cmdstan optimiser failed twice; seasonal-naive used"
                 continue
             self.models[sid] = m
-            if self.anchor:
+            if self.anchor and self.holdout:
                 self.shrink[sid] = self._holdout_shrink(history, sid, s, df, years, label)
         return self
 

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 
-from capplan.config import CapplanConfig, apply_quick, quick_reductions
+from capplan.config import apply_quick, load_config, quick_reductions
 from tests.conftest import REPO
 
 
@@ -30,7 +30,8 @@ def test_quick_plan_runs_and_says_so(tmp_path, fast_config):
     assert report["series"]["infer/azure-llm-conv"].get("random_search") is None
     # every reduction is stated, in report.json and in the output
     reductions = run["quick_reductions"]
-    assert reductions == quick_reductions(apply_quick(CapplanConfig()))
+    assert reductions == quick_reductions(apply_quick(load_config(fast_config)))
+    assert any(x.startswith("models: kept in ") and x.split()[3].endswith("quick") for x in reductions)
     assert any(x.startswith("grid scan: the coarse grid") for x in reductions)
     assert any(x.startswith("windows: 3-day tuning and 3-day evaluation") for x in reductions)
     for x in reductions:
