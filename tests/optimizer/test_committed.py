@@ -8,8 +8,9 @@ import pandas as pd
 import pytest
 
 from optimizer.committed import CAP_LEVELS, RATIO_LEVELS, committed_note
+from optimizer.exporters.dispatcher_policy import mix_comment
 from optimizer.plan import capacity_plan
-from optimizer.policy import TrainingParams
+from optimizer.policy import Metrics, SeriesPlan, TrainingParams
 from optimizer.prices import GpuPrice, default_price_book
 from optimizer.purchase import refused_gpus, reserved_level
 from optimizer.replay import replay_training
@@ -104,3 +105,18 @@ def test_the_note_names_a_term_longer_than_the_weekly_forecast():
     assert note.startswith("purchase: 50% of the GPU-hours bought are reserved") and "30 days" in note
     assert "rest of the term" in note
     assert committed_note({**mix, "reserved": {"gpu_hours": 0.0}}, HALF, {}, 0.01, 1800) is None
+
+
+def test_policy_yaml_says_a_reserving_pool_commits_for_the_minimum_term():
+    mix = {"reserved": {"gpu_hours": 20.0, "cost_usd": 12.0}, "spot": {"gpu_hours": 20.0, "cost_usd": 8.0},
+           "on_demand": {"gpu_hours": 0.0, "cost_usd": 0.0}}
+    m = Metrics(cost_usd=20.0, coverage=1.0, idle_ratio=0.0, unmet=0.0, mix=mix, spot_refused_gpu_hours=0.0)
+    plan = SeriesPlan(series_id="train/pool", kind="training", unit="gpu",
+                      params={"reservation_ratio": 1.0, "reservation_basis": "spot_cap"},
+                      plan={"reserved_gpus": 20, "on_demand_gpus": 0, "spot_gpus": 20, "capability_gpus": 40,
+                            "valid_from": "2026-11-29T14:00:00+00:00"}, recommended=m, baseline=m, forecast_version="v1")
+    line = mix_comment(plan)
+    assert "reserved 50 %" in line and "reserved_min_term_days" in line and "planned 100 % on spot" not in line
+    spot_only = {**mix, "reserved": {"gpu_hours": 0.0, "cost_usd": 0.0}}
+    assert "reserved_min_term_days" not in mix_comment(plan.model_copy(update={
+        "recommended": m.model_copy(update={"mix": spot_only})}))
