@@ -38,12 +38,14 @@ from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.prescale import fallback_replicas, prescale_windows
+from optimizer.prices import GpuPrice
+from optimizer.purchase import reserved_level
 from optimizer.whole_units import count_tolerance, whole
 
 
 def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
                   quota_gpus: float | None = None, history: pd.DataFrame | None = None,
-                  spot_share: float | None = None) -> dict:
+                  spot_share: float | None = None, price: GpuPrice | None = None) -> dict:
     """The plan of one series (the ``plan`` of :class:`optimizer.policy.SeriesPlan`).
 
     ``final``: the series' combined 7-day plan forecast (forecast frame, one
@@ -52,7 +54,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
     ``spot_share``: the spot critical ratio (:func:`optimizer.layers.critical_ratios`), needed by
-    ``daily_rule="newsvendor"``.
+    ``daily_rule="newsvendor"``; ``price``: the GPU model's price book entry, needed by
+    ``reservation_basis="spot_cap"`` (:func:`optimizer.purchase.reserved_level`).
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
     for a newsvendor rule without ``spot_share``.
@@ -64,7 +67,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         p = TrainingParams(**params)
         day = f[f["timestamp"] <= last + pd.Timedelta("1D")]
         tol = count_tolerance(hist["value"].to_numpy())  # as the replay (optimizer.whole_units)
-        reserved = whole(p.reservation_ratio * float(weekly[p.quantile].mean()), tol) if len(weekly) else 0
+        reserved = (reserved_level(p.reservation_ratio, p.reservation_basis, float(weekly[p.quantile].mean()), price,
+                                   tol) if len(weekly) else 0)
         if p.daily_rule == "newsvendor":
             if spot_share is None:
                 raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")

@@ -17,7 +17,9 @@ class TrainingParams(BaseModel):
     """Reservation policy of a training pool.
 
     * reserved GPUs per week = ``ceil(reservation_ratio * mean of the weekly
-      forecast's quantile over the week)``;
+      forecast's quantile over the week)``; with ``reservation_basis="spot_cap"``,
+      ``reservation_ratio *`` the GPUs the price book's spot cap refuses at that level
+      (:func:`optimizer.purchase.reserved_level`, :mod:`optimizer.committed`);
     * GPUs per day = ``ceil(headroom * max of the daily forecast's quantile over
       the day)``, or with ``daily_rule="newsvendor"`` ``ceil(headroom * the
       level that quantile reaches in at least the spot critical ratio of the
@@ -43,6 +45,7 @@ class TrainingParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reservation_ratio: float = Field(ge=0, le=3)
+    reservation_basis: Literal["forecast", "spot_cap"] = "forecast"
     quantile: QuantileName = "p90"
     daily_rule: Literal["max", "newsvendor"] = "max"
     daily_cap: Literal["none", "last_day_peak"] = "none"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from optimizer.prices import GpuPrice
+from optimizer.whole_units import EPS, whole
 
 #: the layers of a purchase mix, in the order readers show them
 MIX_LAYERS = ("reserved", "spot", "on_demand")
@@ -84,6 +85,33 @@ def sellable_layers(price: GpuPrice, step_s: int, reserved: np.ndarray, od: np.n
         allowed = np.minimum(allowed, np.floor(price.spot_cap_share * (reserved + od + spot + hourly) + 1e-9))
     refused = np.maximum(spot - allowed, 0.0)
     return reserved, od + refused, spot - refused, refused
+
+
+def refused_gpus(level, price: GpuPrice, tol: float = EPS):
+    """The GPUs the spot cap refuses when ``level`` GPUs (a float or an array, rounded up to whole
+    GPUs by :func:`optimizer.whole_units.whole` with ``tol``) are wanted on spot:
+    ``max(L - spot_cap_gpus, L - floor(spot_cap_share x L), 0)`` (the share of the step's GPUs, as
+    :func:`optimizer.purchase.sellable_layers` applies it); 0 without a cap. Same type as ``level``."""
+    lv = whole(level, tol)
+    out = np.zeros_like(np.asarray(lv, dtype=float))
+    if price.spot_cap_share is not None:
+        out = np.maximum(out, lv - np.floor(price.spot_cap_share * np.asarray(lv, float) + EPS))
+    if price.spot_cap_gpus is not None:
+        out = np.maximum(out, np.asarray(lv, float) - float(price.spot_cap_gpus))
+    return float(out) if np.ndim(level) == 0 else out
+
+
+def reserved_level(reservation_ratio: float, reservation_basis: str, level, price: GpuPrice | None,
+                   tol: float = EPS):
+    """A policy's reserved GPUs (whole) for the weekly forecast's ``level`` (GPUs; a float or an
+    array per step): ``reservation_ratio x level`` (basis ``forecast``) or ``reservation_ratio x``
+    :func:`refused_gpus` ``(level)`` (basis ``spot_cap``). Raises ValueError for basis ``spot_cap``
+    without a ``price`` (its cap is needed)."""
+    if reservation_basis == "forecast":
+        return whole(reservation_ratio * level, tol)
+    if price is None:
+        raise ValueError("reserved_level: reservation_basis 'spot_cap' needs the GPU model's price book entry")
+    return whole(reservation_ratio * refused_gpus(level, price, tol), tol)
 
 
 def within_quota(quota: float | None, reserved: np.ndarray, od: np.ndarray, spot: np.ndarray, hourly: np.ndarray

@@ -3,6 +3,9 @@
 * **Spot**: a training plan that buys spot says so, with the share of its GPU-hours, why (the
   spot price with its interruption losses against reserved and on-demand) and what bounds it
   (:func:`optimizer.purchase.mix_note`).
+* **Reserved**: a training plan that reserves GPUs says why: the spot cap whose refused GPUs a
+  reservation buys for less than on demand, or a reservation cheaper than spot, with its minimum
+  term (:func:`optimizer.committed.committed_note`).
 * **Quota**: the pool's quota (``SeriesMeta.quota_gpus``; on the Helios traces the VC's
   ``total_gpu_num``) is what the exported Volcano Queue's ``capability`` allows
   (``export.capability_limit: quota``, :mod:`optimizer.exporters.volcano`). The plan is tuned
@@ -25,10 +28,12 @@ from typing import Callable
 import numpy as np
 from pydantic import BaseModel, Field
 
+from optimizer.committed import committed_note
 from optimizer.layers import effective_spot_price
 from optimizer.policy import Metrics
 from optimizer.purchase import mix_note, spot_terms
 from optimizer.replay_core import ReplayInput
+from optimizer.search_settings import SearchSettings
 
 
 class QuotaCheck(BaseModel):
@@ -80,14 +85,16 @@ def quota_note(q: QuotaCheck, uncapped: Metrics) -> str:
 
 
 def purchase_check(evalw: ReplayInput, rec: Metrics, rec_series: dict,
-                   replay: Callable[[ReplayInput], tuple[Metrics, dict]], interruption_rate: float,
-                   recovery_s: int) -> tuple[QuotaCheck | None, list[str]]:
-    """``(quota check, notes)`` of the recommendation ``rec`` (its replay ``rec_series``) on the
-    evaluation window ``evalw`` (module docstring). ``interruption_rate`` (per spot GPU-hour) and
-    ``recovery_s``: the plan's, unless the GPU model's price book entry sets its own."""
-    terms = spot_terms(evalw.price, interruption_rate, recovery_s)
+                   replay: Callable[[ReplayInput], tuple[Metrics, dict]], settings: SearchSettings,
+                   params: dict | None = None) -> tuple[QuotaCheck | None, list[str]]:
+    """``(quota check, notes)`` of the recommendation ``rec`` (its replay ``rec_series``; ``params``
+    its policy when it is the searched one) on the evaluation window ``evalw`` (module docstring).
+    The spot terms are the ``settings``' ``interruption_rate`` (per spot GPU-hour) and
+    ``recovery_s``, unless the GPU model's price book entry sets its own."""
+    terms = spot_terms(evalw.price, settings.interruption_rate, settings.recovery_s)
     notes = [mix_note(rec.mix, evalw.price, rec.spot_refused_gpu_hours or 0.0,
-                      effective_spot_price(evalw.price, *terms), *terms)]
+                      effective_spot_price(evalw.price, *terms), *terms),
+             committed_note(rec.mix, evalw.price, params, *terms)]
     q = quota_check(evalw, rec_series, replay)
     if q is not None:
         notes.append(quota_note(q, rec))

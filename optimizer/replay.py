@@ -63,7 +63,7 @@ from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.replay_core import (ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
                                    period_lookup, period_reduce, prescale_demand, run_controller, window_metrics)
-from optimizer.purchase import purchase_mix, sellable_layers, spot_terms, within_quota
+from optimizer.purchase import purchase_mix, reserved_level, sellable_layers, spot_terms, within_quota
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -87,7 +87,7 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     if inp.count_tol is None:
         inp.count_tol = count_tolerance(inp.history_before)
     tol = inp.count_tol
-    reserved = whole(p.reservation_ratio * wm, tol)
+    reserved = reserved_level(p.reservation_ratio, p.reservation_basis, wm, inp.price, tol)
     target = whole(p.headroom * dm, tol)
     if p.daily_cap == "last_day_peak":  # never buy for the day more than the last 24 h needed
         if inp.day_peak is None:

@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 from skopt.space import Categorical, Integer, Real
 
+from optimizer.committed import committed_layer
 from optimizer.policy import InferenceParams, TrainingParams
 
 
@@ -111,10 +112,13 @@ class Space:
         return self.build({**self.fixed, **vals})
 
 
-def training_space(bounds: dict | None = None) -> Space:
+def training_space(bounds: dict | None = None, price=None, interruption_rate: float = 0.01,
+                   recovery_s: int = 1800) -> Space:
     """Training pool: reservation ratio, forecast quantile, daily headroom, spot
     fraction, and the hourly on-demand top-up (quantile, ``none`` included, and
-    headroom); see :class:`optimizer.policy.TrainingParams`."""
+    headroom); see :class:`optimizer.policy.TrainingParams`. ``price`` (the GPU model's
+    :class:`optimizer.prices.GpuPrice`): a book that caps spot or makes a reservation cheaper
+    than spot adds the committed layer's reservation levels (:mod:`optimizer.committed`)."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
          "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
          "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
@@ -128,9 +132,10 @@ def training_space(bounds: dict | None = None) -> Space:
             Real(*b["spot_fraction"], name="spot_fraction"),
             _choice(labels, "topup_quantile"),
             Real(*b["topup_headroom"], name="topup_headroom")]
-    return Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
-                 anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
-                 grid_skip=lambda v: v["topup_quantile"] in ("none", "c80", "c90", "c95") and v["topup_headroom"] != 1.0)
+    return committed_layer(Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
+                                 anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
+                                 grid_skip=lambda v: v["topup_quantile"] in ("none", "c80", "c90", "c95")
+                                 and v["topup_headroom"] != 1.0), price, interruption_rate, recovery_s)
 
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,

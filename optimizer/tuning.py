@@ -124,7 +124,8 @@ class PolicyReplay:
         ``override``: bounds that replace the settings' and the short-window rule's (e.g. both inference
         families for the benchmarks' hindsight bound)."""
         if self.kind == "training":
-            return training_space({**self.settings.training_bounds.as_dict(), **(override or {})})
+            return training_space({**self.settings.training_bounds.as_dict(), **(override or {})}, tune.price,
+                                  self.settings.interruption_rate, self.settings.recovery_s)
         d = tune.demand[np.isfinite(tune.demand)]
         past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
         peak = float(np.max(past)) if len(past) else (float(d.max()) if len(d) else 1.0)
@@ -354,8 +355,8 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     replay = pd.DataFrame({"series_id": task.series_id, "timestamp": evalw.times, "demand": evalw.demand,
                            "provisioned_recommended": rec_series["provisioned"],
                            "provisioned_baseline": bl_series["provisioned"]})
-    quota, checked = purchase_check(evalw, rec, rec_series, recommended_replay(pr, chosen, best_params),
-                                    task.settings.interruption_rate, task.settings.recovery_s)  # optimizer.purchase_check
+    quota, checked = purchase_check(evalw, rec, rec_series, recommended_replay(pr, chosen, best_params), task.settings,
+                                    tuned.params if chosen == "searched" else None)  # optimizer.purchase_check
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
                          list(task.notes) + list(tuned.notes) + checked, peers={k: m for k, (m, _) in peers_eval.items()},
                          oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched, quota=quota)

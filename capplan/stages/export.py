@@ -77,11 +77,11 @@ def series_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcom
     book = cfg.price_book()
     for sid, oc in outcomes.items():
         meta = prep.meta[sid]
-        share = critical_ratios(price_for(book, meta.gpu_model)[0], cfg.plan.interruption_rate,
-                                cfg.plan.recovery_s)["spot"]
+        price = price_for(book, meta.gpu_model)[0]
+        share = critical_ratios(price, cfg.plan.interruption_rate, cfg.plan.recovery_s)["spot"]
         plan = capacity_plan(meta.kind, oc.params, fc.final[fc.final["series_id"] == sid],
                              wk[wk["series_id"] == sid], meta.quota_gpus, prep.h5[prep.h5["series_id"] == sid],
-                             spot_share=share)
+                             spot_share=share, price=price)
         plans.append(SeriesPlan(series_id=sid, kind=meta.kind, unit=meta.unit, gpu_model=meta.gpu_model,
                                 timezone=meta.timezone, params=oc.params, plan=plan, recommended=oc.recommended,
                                 baseline=oc.baseline, forecast_version=run_id, fallbacks=ledger.notes(sid)))

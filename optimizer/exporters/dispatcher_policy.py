@@ -77,7 +77,8 @@ def _metrics_of(d: dict) -> Metrics:
 
 def mix_comment(p: SeriesPlan) -> str | None:
     """One comment line of ``policy.yaml``'s header: the recommended purchase mix of ``p`` (share of
-    GPU-hours and USD per layer), and for a training pool planned all on spot, that it is and why.
+    GPU-hours and USD per layer), and for a training pool planned all on spot, that it is and why;
+    for one that reserves GPUs, why (:mod:`optimizer.committed`).
     None when the plan carries no mix."""
     mix = p.recommended.mix
     if not mix:
@@ -89,6 +90,9 @@ def mix_comment(p: SeriesPlan) -> str | None:
         line += ("\n  planned 100 % on spot: spot, with its interruptions priced in, is cheaper than reserved and on\n"
                  "  demand in the price book and no spot cap bound it; set prices.<gpu model>.spot_cap_share or\n"
                  "  spot_cap_gpus to what the account can get (report.json's notes give the prices)")
+    elif p.kind == "training" and mix["reserved"]["gpu_hours"] > 0:
+        line += ("\n  reserved GPUs are committed for at least prices.<gpu model>.reserved_min_term_days; report.json's\n"
+                 "  notes say why the plan reserves (e.g. a spot cap whose refused GPUs cost less reserved than on demand)")
     return line
 
 
