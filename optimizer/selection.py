@@ -39,6 +39,13 @@ class WeeklyScore:
             return float(np.nanmax(r))
         return objective_value(m, self.target, self.ref_cost, self.penalty, self.by) / max(self.ref_cost, 1e-12)
 
+    def regret_margin(self, usd: float) -> float:
+        """A USD margin on the whole window (:func:`optimizer.rivals.rival_margin`, the days' noise) in
+        this score's units: over the smallest positive week limit, the most it can move one week's
+        regret, so a rival must beat the searched policy by as much as under the cost objective."""
+        lim = [v for v in self.ev.limit_usd if v > 0]
+        return usd / min(lim) if lim and usd > 0 else 0.0
+
     def report(self, chosen: Metrics) -> dict:
         """``tuning["weeks"]``: the weeks' limits (USD) and the walk-forward check of the scored
         policies with ``chosen``'s week regrets and their spread

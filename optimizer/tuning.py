@@ -310,10 +310,12 @@ def tune_policy(task: SearchTask) -> Tuned:
     best_rival = min(rivals, key=rivals.get)
     # a training pool's rival must win by more than the days' noise (optimizer.rivals; USD objectives only);
     # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
+    weekly = isinstance(score, WeeklyScore)  # its margin in units of a week's limit (optimizer.selection)
     margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
-              if score is None and task.kind == "training" else 0.0)
+              if (score is None or weekly) and task.kind == "training" else 0.0)
+    margin = score.regret_margin(margin) if weekly else margin
     tuning["rival_margin"] = margin
-    unit = "USD" if score is None else "(daily regret score)"
+    unit = "USD" if score is None else "(worst-week regret)" if weekly else "(daily regret score)"
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
@@ -327,7 +329,7 @@ def tune_policy(task: SearchTask) -> Tuned:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
                      f"({margin:,.2f}; optimizer.rivals), so the searched policy is kept")
-    if isinstance(score, WeeklyScore):  # the week-to-week spread and the walk-forward check (optimizer.weekly)
+    if weekly:  # the week-to-week spread and the walk-forward check (optimizer.weekly)
         tuning["weeks"] = score.report(rival_metrics[chosen] if chosen != "searched" else evaluate(best_params))
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
 

@@ -11,9 +11,12 @@ from forecasting.backtest import split_windows
 from optimizer.policy import Metrics
 from optimizer.prices import GpuPrice
 from optimizer.replay import ReplayInput
+from optimizer.search_settings import SearchSettings, TrainingBounds
 from optimizer.selection import WeeklyScore, selection_score
+from optimizer.tuning import SearchTask, tune_policy
 from optimizer.weekly import (WeekEvidence, evidence_start, evidence_windows, walk_forward_check, week_bounds,
                               week_evidence, week_regrets)
+from tests.optimizer.test_replay import _flat
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 DAY = pd.Timedelta("1D")
@@ -111,3 +114,30 @@ def test_weekly_selection_applies_to_training_windows_with_a_complete_week():
     # without any week with demand the score is the cost objective over the reference cost
     score = WeeklyScore(WeekEvidence([range(0, 7)], [0.0], [1e-6]), 0.96, 10.0, 0.5, "window")
     assert score(_metrics([20.0, 0.0])) == pytest.approx(2.0)
+
+
+def test_a_rivals_usd_margin_counts_against_the_smallest_weeks_limit():
+    score = WeeklyScore(WeekEvidence(EV.days, [100.0, 50.0], EV.reference_usd), 0.96, 250.0, 0.5, "window")
+    assert score.regret_margin(10.0) == pytest.approx(0.2)
+    assert score.regret_margin(0.0) == 0.0
+
+
+def test_tuning_on_two_weeks_reports_the_recommendations_week_to_week_spread():
+    two = np.r_[np.full(7 * 288, 4.0), np.full(7 * 288, 8.0)]  # 4 GPUs one week, 8 the next, forecast exactly
+    tune = _flat(_window(14), 6.0, 6.0, two)
+    tune.demand = two
+    for q in tune.day_max:
+        tune.day_max[q] = tune.day_level[q] = tune.week_mean[q] = two.copy()
+    evalw = _flat(_window(1, 8.0, start="2024-01-15"), 8.0, 8.0, np.full(288, 8.0))
+    bounds = TrainingBounds(quantile=["p50"], topup_quantile=["none"])
+    task = SearchTask("train/two", "training", tune, evalw,
+                      SearchSettings(n_calls=4, random_search=False, interruption_rate=0.0, training_bounds=bounds),
+                      0, [])
+    tuned = tune_policy(task)
+    weeks = tuned.tuning["weeks"]
+    assert tuned.tuning["selection_score"] == "weekly"
+    assert weeks["weeks"] == 2 and weeks["limit_usd"] == pytest.approx([4 * 0.4 * 168, 8 * 0.4 * 168])
+    r = weeks["chosen_week_regret"]
+    assert len(r) == 2 and all(x >= 1.0 - 1e-9 for x in r)
+    assert weeks["spread"]["range"] == pytest.approx(abs(r[1] - r[0]))
+    assert len(weeks["walk_forward"]) == 1
