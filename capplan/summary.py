@@ -19,6 +19,7 @@ import math
 
 from pydantic import BaseModel, Field
 
+from capplan.selection_report import selection_lines, selection_summary
 from optimizer.purchase import MIX_LAYERS, mix_total
 from optimizer.search_settings import COVERAGE_TARGET
 
@@ -90,6 +91,8 @@ class FleetSummary(BaseModel):
     mix_series: int = Field(default=0, description="series whose recommended mix is summed in mix")
     quota: list[QuotaShort] = Field(default_factory=list, description="pools whose plan needs more than their "
                                     "quota (the recommended figures are uncapped)")
+    selection: dict | None = Field(default=None, description="the multi-week selection's week-to-week spread "
+                                   "(capplan.selection_report); null when no pool was ranked on weeks")
 
 
 def fleet_summary(report) -> FleetSummary:
@@ -129,7 +132,8 @@ def fleet_summary(report) -> FleetSummary:
         saving_usd=round(saving, 2) if saving is not None else None,
         saving_ratio=round(saving / base, 4) if saving is not None and base else None,
         missing_target=[MissedTarget(**m) for m in missing], mix=mix_total(mixes),
-        mix_series=sum(1 for m in mixes if m), quota=[QuotaShort(**q) for q in short])
+        mix_series=sum(1 for m in mixes if m), quota=[QuotaShort(**q) for q in short],
+        selection=selection_summary(series))
 
 
 def summary_lines(summary) -> list[str]:
@@ -154,7 +158,7 @@ def summary_lines(summary) -> list[str]:
                      ", ".join(f"{m['series_id']} ({100 * m['coverage']:.1f} %)" for m in miss))
     else:
         lines.append(f"Every series meets the coverage target of {target}.")
-    return lines + mix_lines(summary)
+    return lines + mix_lines(summary) + selection_lines(summary.get("selection"))
 
 
 def mix_lines(summary: dict) -> list[str]:

@@ -62,15 +62,16 @@ from optimizer.calibrated import LEVELS
 from optimizer.expressed import expressed_params
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
-from optimizer.oracle import OracleResult, daily_training_limits, inference_oracle, regret, training_oracle
+from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
 from optimizer.quick_grid import scan_grid
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
-from optimizer.search import (SELECTION_SCORES, Space, daily_regret_score, grid_scan, inference_space,
-                              neighbour_objective, objective_value, run_search, training_space)
+from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
+                              training_space)
+from optimizer.selection import WeeklyScore, selection_score  # noqa: F401 (re-exported)
 from optimizer.search_settings import SearchSettings
 
 
@@ -310,10 +311,12 @@ def tune_policy(task: SearchTask) -> Tuned:
     best_rival = min(rivals, key=rivals.get)
     # a training pool's rival must win by more than the days' noise (optimizer.rivals; USD objectives only);
     # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
+    weekly = isinstance(score, WeeklyScore)  # its margin in units of a week's limit (optimizer.selection)
     margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
-              if score is None and task.kind == "training" else 0.0)
+              if (score is None or weekly) and task.kind == "training" else 0.0)
+    margin = score.regret_margin(margin) if weekly else margin
     tuning["rival_margin"] = margin
-    unit = "USD" if score is None else "(daily regret score)"
+    unit = "USD" if score is None else "(worst-week regret)" if weekly else "(daily regret score)"
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
@@ -327,6 +330,8 @@ def tune_policy(task: SearchTask) -> Tuned:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
                      f"({margin:,.2f}; optimizer.rivals), so the searched policy is kept")
+    if weekly:  # the week-to-week spread and the walk-forward check (optimizer.weekly)
+        tuning["weeks"] = score.report(rival_metrics[chosen] if chosen != "searched" else evaluate(best_params))
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
 
 
@@ -366,22 +371,6 @@ def search_one(task: SearchTask) -> SearchOutcome:
     """Tune one series on its tuning window (:func:`tune_policy`); replay the tuned, random-search,
     baseline and peer policies on its evaluation window (:func:`evaluate_policy`)."""
     return evaluate_policy(task, tune_policy(task))
-
-
-def selection_score(kind: str, how: str, tune: ReplayInput, target: float, ref_cost: float, penalty: float,
-                    by: str):
-    """The tuning window's ranking function ``score(metrics)`` for ``how``
-    (:data:`optimizer.search.SELECTION_SCORES`), or None for the default cost objective
-    (:func:`optimizer.search.objective_value`). ``daily_regret_q75`` applies to training pools
-    (their replays carry daily costs and their limit splits by day); inference services keep
-    the cost objective. Raises ValueError for an unknown ``how``."""
-    if how not in SELECTION_SCORES:
-        raise ValueError(f"unknown selection score {how!r}; use one of {', '.join(SELECTION_SCORES)}")
-    if how == "cost" or kind != "training":
-        return None
-    limits = daily_training_limits(tune)
-    limit = training_oracle(tune).cost_usd
-    return lambda m: daily_regret_score(m, limits, target, ref_cost, limit, penalty, by)
 
 
 def policy_warnings(oc: SearchOutcome, coverage_target: float) -> list[str]:

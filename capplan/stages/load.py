@@ -22,6 +22,7 @@ from forecasting import backtest as bt
 from forecasting.regularise import regularise, to_hourly
 from forecasting.types import STEP, SeriesMeta
 from optimizer.inputs import median_spacing, native_grid
+from optimizer.weekly import evidence_windows
 
 
 def store_location(cfg: CapplanConfig, config: Path | None = None, cwd: Path | None = None) -> list[str]:
@@ -126,6 +127,8 @@ def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger) -> Prepar
             continue
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
+        else:  # the tuning window holds the complete weeks of evidence (optimizer.weekly)
+            w = evidence_windows(w, cfg.plan.evidence_weeks)
         windows[sid] = w
     native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
               for sid in windows if sid in chosen and loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
