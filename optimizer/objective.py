@@ -85,7 +85,7 @@ def objective_value(m: Metrics, coverage_target: float, reference_cost: float, p
     return float(m.cost_usd + penalty * 100.0 * coverage_shortfall(m, coverage_target, by) * reference_cost)
 
 
-SELECTION_SCORES = ("weekly", "cost", "daily_regret_q75")
+SELECTION_SCORES = ("cost", "weekly", "daily_regret_q75")
 DAILY_REGRET_QUANTILE = 0.75
 
 

@@ -131,10 +131,10 @@ class SearchSettings(BaseModel):
                            "cost + penalty x 100 x shortfall x reference cost")
     coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
                                    description="added to coverage_target while tuning (a safety margin)")
-    selection_score: Literal["weekly", "cost", "daily_regret_q75"] = Field(
-        default="weekly", description="how training policies are ranked on the tuning window: the worst of its "
-        "weeks' (cost + coverage penalty) / that week's perfect-foresight limit ('weekly'; optimizer.weekly), its "
-        "cost plus the coverage penalty ('cost'), or the upper quartile over its days of each day's cost / that "
+    selection_score: Literal["cost", "weekly", "daily_regret_q75"] = Field(
+        default="cost", description="how training policies are ranked on the tuning window: its cost plus the "
+        "coverage penalty ('cost'), the worst of its weeks' (cost + coverage penalty) / that week's "
+        "perfect-foresight limit ('weekly'; optimizer.weekly), or the upper quartile over its days of each day's cost / that "
         "day's perfect-foresight limit, plus the same penalty in those units ('daily_regret_q75'; see optimizer.search)")
     evidence_weeks: int = Field(default=EVIDENCE_WEEKS, ge=1, le=52, description="complete weeks before the "
                                 "evaluation window the tuning window holds, as far as the history allows "

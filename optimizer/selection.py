@@ -1,12 +1,12 @@
 """How the tuning window ranks policies (config ``plan.selection_score``): the ranking function
 the scan and the searches minimise, and what the ranking reports.
 
-* ``weekly`` (default, training pools): the worst week's regret over the tuning window's
-  complete weeks (:mod:`optimizer.weekly`);
+* ``cost`` (default): the cost objective (:func:`optimizer.objective.objective_value`), which
+  inference services always use;
+* ``weekly`` (training pools): the worst week's regret over the tuning window's complete weeks
+  (:mod:`optimizer.weekly`, with ``plan.evidence_weeks`` > 1);
 * ``daily_regret_q75`` (training pools): the upper quartile of the days' regrets
-  (:func:`optimizer.objective.daily_regret_score`);
-* ``cost``: the cost objective (:func:`optimizer.objective.objective_value`), which inference
-  services always use.
+  (:func:`optimizer.objective.daily_regret_score`).
 """
 
 from __future__ import annotations

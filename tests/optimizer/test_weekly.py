@@ -131,7 +131,8 @@ def test_tuning_on_two_weeks_reports_the_recommendations_week_to_week_spread():
     evalw = _flat(_window(1, 8.0, start="2024-01-15"), 8.0, 8.0, np.full(288, 8.0))
     bounds = TrainingBounds(quantile=["p50"], topup_quantile=["none"])
     task = SearchTask("train/two", "training", tune, evalw,
-                      SearchSettings(n_calls=4, random_search=False, interruption_rate=0.0, training_bounds=bounds),
+                      SearchSettings(n_calls=4, random_search=False, interruption_rate=0.0, training_bounds=bounds,
+                                     selection_score="weekly"),
                       0, [])
     tuned = tune_policy(task)
     weeks = tuned.tuning["weeks"]
