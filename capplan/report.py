@@ -179,8 +179,9 @@ class SeriesReport(_Model):
     random_search: PolicyMetrics | None = None
     recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
                                     "on the tuning window (optimizer.tuning)")
-    searched: PolicyMetrics | None = Field(default=None, description="the searched policy (params), when a "
-                                           "baseline/peer is recommended instead")
+    searched: PolicyMetrics | None = Field(default=None, description="the searched policy and its parameters, kept "
+                                           "when a baseline/peer is recommended instead (the exported "
+                                           "form of that one is in recommended.params)")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
     oracle: OracleFigures | None = None
     quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's "
