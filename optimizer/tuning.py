@@ -124,8 +124,9 @@ class PolicyReplay:
         """The search space; for inference, ``max_replicas`` follows the peak before the tuning window.
         ``override``: bounds that replace the settings' and the short-window rule's (e.g. both inference
         families for the benchmarks' hindsight bound)."""
-        if self.kind == "training":
-            return training_space({**self.settings.training_bounds.as_dict(), **(override or {})}, tune.price,
+        if self.kind == "training":  # no tuning input: no price book, so no committed layer (optimizer.committed)
+            return training_space({**self.settings.training_bounds.as_dict(), **(override or {})},
+                                  tune.price if tune is not None else None,
                                   self.settings.interruption_rate, self.settings.recovery_s)
         d = tune.demand[np.isfinite(tune.demand)]
         past = tune.history_before[np.isfinite(tune.history_before)] if tune.history_before is not None else []
