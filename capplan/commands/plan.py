@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
                                               "LocalCluster.", show_default="up to 2"),
         quick: bool = typer.Option(False, "--quick", help="A first look: a small search (8 evaluations, no random "
                                    "search, a coarse grid scan), 3-day tuning and evaluation windows, 2 LSTM epochs, "
-                                   "400 LSTM windows and 60 Prophet samples (capplan.config.QUICK). The figures are "
+                                   "400 LSTM windows and 60 Prophet samples (capplan.quick.QUICK). The figures are "
                                    "rougher and the output lists what was reduced; plan without it before acting on "
                                    "them."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every note per series, ungrouped, with the forecast warnings."),

@@ -33,7 +33,8 @@ def search(state: PlanState) -> None:
     cfg, ledger = state.cfg, state.ledger
     tasks = _search_inputs(state.prep, state.fc, cfg, state.seed, state.cache_root)
     ex = state.executor or LOCAL
-    state.progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each (Bayesian + random) on the "
+    how = "Bayesian + random" if cfg.plan.random_search else "Bayesian"
+    state.progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each ({how}) on the "
                              f"{ex.name} executor")
     results = ex.map(search_cached, tasks, [t.series_id for t in tasks], on_done(state.progress, "search"))
     for t, r in zip(tasks, results):
