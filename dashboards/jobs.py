@@ -103,10 +103,11 @@ def sample_series() -> list[str]:
         return []
 
 
-def start_job(source: str, config_file: str | None, series: list[str], n_calls: int, fast: bool,
+def start_job(source: str, config_file: str | None, series: list[str], n_calls: int, quick: bool,
               seed: int = 0) -> Job:
     """Launch ``capplan plan`` writing into the dashboard's store (``--publish`` when
-    ``series`` is empty: a run of every series becomes the fleet plan).
+    ``series`` is empty: a run of every series becomes the fleet plan). ``quick`` adds ``--quick``
+    (:func:`capplan.quick.apply_quick`, the CLI's first-look preset; it caps ``n_calls`` too).
 
     Raises capplan.errors.InputError in read-only mode, when ``config_file`` is not one of
     :func:`dashboards.common.allowed_configs` or is invalid (the message never
@@ -120,15 +121,11 @@ def start_job(source: str, config_file: str | None, series: list[str], n_calls: 
     cfg = load_config(config_file) if config_file else CapplanConfig()
     cfg.store = str(common.store_root())
     cfg.plan.n_calls = int(n_calls)
-    if fast:
-        cfg.forecast.lstm_epochs = min(cfg.forecast.lstm_epochs, 2)
-        cfg.forecast.lstm_max_windows = min(cfg.forecast.lstm_max_windows, 500)
-        cfg.forecast.prophet_samples = min(cfg.forecast.prophet_samples, 100)
     work = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
     cfg_file = work / "capplan.yaml"
     cfg_file.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     args = [sys.executable, "-m", "capplan", "plan", "--config", str(cfg_file), "--out", str(work / "out"),
-            "--seed", str(seed)]
+            "--seed", str(seed)] + (["--quick"] if quick else [])
     if source == "sample":
         args += ["--source", "sample"]
     for s in series:
@@ -170,13 +167,14 @@ def new_run_form() -> None:
             series = st.multiselect("Series (empty: all)", sample_series(), key="newrun_series")
         n_calls = st.number_input("Policy evaluations per search", min_value=4, max_value=200, value=12,
                                   key="newrun_ncalls")
-        fast = st.checkbox("Fast (fewer LSTM epochs and Prophet samples)", value=True, key="newrun_fast")
+        quick = st.checkbox("Quick (capplan plan --quick: a smaller search and forecast, figures for a first look)",
+                            value=True, key="newrun_quick")
         if st.button("Start run", key="newrun_start", disabled=bool(running)):
             if source == "config" and not cfg_file:
                 st.error("No config to run on: start the dashboard with --config FILE or --config-dir DIR.")
             else:
                 try:
-                    job = start_job(source, cfg_file or None, series, n_calls, fast)
+                    job = start_job(source, cfg_file or None, series, n_calls, quick)
                     st.session_state["_job"] = str(job.proc.pid)
                 except Exception as exc:  # InputError and friends: show, don't crash the app
                     st.error(f"Could not start: {exc}")

@@ -31,7 +31,7 @@ from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.executor import EXECUTORS
 from capplan.options import check_timezone
 from capplan.pipeline import run_plan
-from capplan.stages.load import store_location
+from capplan.stages.load import store_location, store_option
 from capplan.store import Store
 from capplan.report import Report, SeriesReport
 from capplan.mix_shares import csv_fields, mix_of, short
@@ -216,6 +216,9 @@ def register(app: typer.Typer) -> None:
         reuse: bool = typer.Option(True, "--reuse/--no-reuse", help="Take rolling-origin forecasts, block fits and "
                                    "policy searches whose inputs did not change from the store's cache "
                                    "(capplan.cache; the report's `reused` says what). Same figures either way."),
+        store: Optional[str] = typer.Option(None, "--store", help="Store folder or s3://, gs://, file:// URL: "
+                                            "history, runs and the cache of this run (overrides the config's "
+                                            "store:).", show_default="the config's store, else .capplan/store"),
         prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="With --config: pull the series "
                                                      "from this URL into the store first (a one-off run; "
                                                      "`capplan ingest`), then plan from the store."),
@@ -235,6 +238,8 @@ def register(app: typer.Typer) -> None:
         check_out_dir(out_dir, source=source)
         check_output_file(output, source, config)
         cfg = with_prometheus_url(load_config(config), prometheus_url)
+        if store is not None:
+            cfg.store = store_option(store)
         if prometheus_url:
             pull_first(cfg, ids)
         if quick or cfg.plan.quick:

@@ -25,6 +25,20 @@ from optimizer.inputs import median_spacing, native_grid
 from optimizer.weekly import evidence_windows
 
 
+def store_option(store: str) -> str:
+    """The ``--store`` option's value as a store root: an object-store URL (``s3://``, ``gs://``,
+    ``file://``; :mod:`capplan.remote`) as given, a folder as its absolute path (relative to the
+    working folder, unlike a config's ``store:``, which is relative to the config file).
+
+    Raises :class:`capplan.errors.InputError` when the folder exists as a file."""
+    if "://" in store:
+        return store
+    p = Path(store).expanduser().resolve()
+    if p.exists() and not p.is_dir():
+        raise InputError(f"--store {store}: is a file; point it at a folder (it is created when missing)")
+    return str(p)
+
+
 def store_location(cfg: CapplanConfig, config: Path | None = None, cwd: Path | None = None) -> list[str]:
     """Lines saying which store (history, runs, the cache) and model folder a run uses, and,
     when ``config`` left one at its default (``.capplan/store``, ``models``), that it lies

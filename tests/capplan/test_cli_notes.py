@@ -193,6 +193,29 @@ def test_store_location_says_when_a_config_moves_the_store(tmp_path):
     assert store_location(load_config(f), f, cwd=tmp_path) == [f"store: {tmp_path / 'shared'}; models: {tmp_path / 'm'}"]
 
 
+def test_store_option_overrides_the_config_and_is_the_store_the_run_uses(tmp_path, monkeypatch, capsys):
+    from tests.capplan.test_cli_output import _cli
+
+    seen = {}
+
+    def fake_run_plan(source, cfg, out, **kw):
+        seen["cfg"], seen["store"] = cfg.store, kw["store"].root
+        return Report.model_validate(report())
+
+    monkeypatch.setattr("capplan.commands.plan.run_plan", fake_run_plan)
+    monkeypatch.chdir(tmp_path)
+    cfgf = tmp_path / "capplan.yaml"
+    cfgf.write_text(f"store: {tmp_path / 'from-config'}\n")
+    code, _, errout = _cli(["plan", "--config", str(cfgf), "--out", str(tmp_path / "o"), "--store", "mine",
+                            "--format", "json", "--output", str(tmp_path / "r.json")], capsys)
+    assert code == 0
+    assert seen["cfg"] == str(tmp_path / "mine") and Path(seen["store"]) == tmp_path / "mine"
+    assert f"store: {tmp_path / 'mine'};" in errout
+    (tmp_path / "afile").write_text("x")
+    code, _, errout = _cli(["plan", "--out", str(tmp_path / "o2"), "--store", "afile"], capsys)
+    assert code == 2 and "--store afile" in errout and "is a file" in errout
+
+
 def test_one_file_count_for_plan_output_and_export_validate(tmp_path, capsys):
     from tests.capplan.test_cli_output import _cli
 

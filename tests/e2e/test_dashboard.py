@@ -337,13 +337,13 @@ def test_new_run_job_writes_into_the_dashboard_store(store_env, monkeypatch):
             return None
 
     monkeypatch.setattr(jobs.subprocess, "Popen", FakePopen)
-    job = jobs.start_job("sample", None, ["train/vc6YE"], 5, fast=True)
+    job = jobs.start_job("sample", None, ["train/vc6YE"], 5, quick=True)
     args = seen["args"]
     assert args[1:4] == ["-m", "capplan", "plan"]
     assert args[args.index("--source") + 1] == "sample" and args[args.index("--series") + 1] == "train/vc6YE"
     cfg = yaml.safe_load(Path(args[args.index("--config") + 1]).read_text())
     assert Path(cfg["store"]) == store_env["store"].resolve()
-    assert cfg["plan"]["n_calls"] == 5 and cfg["forecast"]["lstm_epochs"] <= 2
+    assert cfg["plan"]["n_calls"] == 5 and "--quick" in args  # the CLI applies capplan.quick.apply_quick
     assert job.rc is None
     jobs._registry().clear()
 

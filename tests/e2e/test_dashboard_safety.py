@@ -44,7 +44,7 @@ def test_start_job_refuses_other_paths_without_echo(store_env, tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CAPPLAN_CONFIG_DIR", raising=False)
     with pytest.raises(InputError) as ei:
-        jobs.start_job("config", path, [], 4, fast=True)
+        jobs.start_job("config", path, [], 4, quick=True)
     msg = str(ei.value)
     assert "not one this dashboard offers" in msg and "root" not in msg and "not found" not in msg
 
@@ -65,7 +65,7 @@ def test_failed_run_leaves_no_temporary_folder(store_env, tmp_path, monkeypatch)
     orphan = tmp_path / f"{jobs.WORK_PREFIX}999999999-old"  # of a dashboard server that is gone
     orphan.mkdir()
     assert jobs.clean_orphans(str(tmp_path)) == [orphan] and not orphan.exists()
-    job = jobs.start_job("sample", None, ["train/no-such-series"], 4, fast=True)
+    job = jobs.start_job("sample", None, ["train/no-such-series"], 4, quick=True)
     assert "--no-publish" in job.args
     job.proc.wait(300)
     t_end = time.monotonic() + 30

@@ -164,4 +164,4 @@ def test_read_only_hides_the_new_run_form_and_absolute_paths(tmp_path, monkeypat
     from dashboards import jobs
 
     with pytest.raises(InputError, match="read-only"):
-        jobs.start_job("sample", None, [], 4, fast=True)
+        jobs.start_job("sample", None, [], 4, quick=True)
