@@ -137,9 +137,9 @@ def conformal_hour_level(values: np.ndarray, off: int, times: pd.DatetimeIndex, 
 def with_empirical_levels(inp: ReplayInput, daily_rule: str, topup: str, interruption_rate: float,
                           recovery_s: int) -> None:
     """Fill ``inp.day_empirical`` (when ``daily_rule`` is ``empirical``) and ``inp.hour_max["n95"]``
-    (when ``topup`` is ``n95``) from its history before the window and its demand, once per input.
-    The daily share is the spot critical ratio of ``inp.price`` with these interruption terms
-    (:func:`optimizer.layers.critical_ratios`)."""
+    (when ``topup`` is ``n95``) from its history before the window and its demand, once per input
+    (a replay input serves one price book and one set of interruption terms). The daily share is the
+    spot critical ratio of ``inp.price`` with these interruption terms (:func:`optimizer.layers.critical_ratios`)."""
     before = inp.history_before if inp.history_before is not None else np.array([])
     values = np.concatenate([np.asarray(before, float), np.asarray(inp.demand, float)])
     if daily_rule == "empirical" and inp.day_empirical is None:

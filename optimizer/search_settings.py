@@ -83,7 +83,7 @@ class TrainingBounds(_Bounds):
                                             "weekly and daily layers may size on")
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
                                                      "choices: none, a forecast quantile, a calibrated level "
-                                                     "c80/c90/c95, or n95 (last value + q95 of the hour's rise)")
+                                                     "c80/c90/c95, or n95 (last value + q95 of the rises over an hour)")
 
 
 class InferenceBounds(_Bounds):

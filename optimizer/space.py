@@ -120,9 +120,8 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
     :class:`optimizer.prices.GpuPrice`): a book that caps spot or makes a reservation cheaper
     than spot adds the committed layer's reservation levels (:mod:`optimizer.committed`)."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
-         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max", "empirical"],
-         "daily_cap": ["none", "last_day_peak"],
-         "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"],
+         "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
+         "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
     labels = {k: _ordered(b[k]) for k in ("quantile", "topup_quantile")}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
@@ -150,11 +149,14 @@ def _training_grid_skip(v: dict, first_quantile: str) -> bool:
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
 # cap, headroom 0.8-1.2, on spot: spot_eff < on-demand, optimizer.layers; the empirical rule of
-# optimizer.empirical at headroom 1) with every hourly top-up (none; a forecast quantile at headroom
-# 0.8-1.5; a calibrated level of optimizer.calibrated, whose margin is already learnt, or the
-# empirical n95, at headroom 1), no weekly reservation (with the default prices it never pays). The
-# Gaussian-process refinement searches the rest (reservations, on-demand days). About 2,800 replays
-# of the tuning window, 1-3 s.
+# optimizer.empirical at headroom 1, where the bounds allow it) with every hourly top-up (none; a
+# forecast quantile at headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose margin is
+# already learnt, or the empirical n95, at headroom 1), no weekly reservation (with the default prices
+# it never pays). The Gaussian-process refinement searches the rest (reservations, on-demand days).
+# About 2,600 replays of the tuning window, 1-3 s. The model-free levels are not searched by default:
+# picked on one tuning week among thousands of policies they lost on the evaluation week of the
+# sample's bursty pools; they compete as the empirical peer (optimizer.peers), which must win by more
+# than the days' noise (optimizer.rivals) and is then exported as that policy (optimizer.expressed).
 TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
                  "daily_rule": ["newsvendor", "max", "empirical"], "daily_cap": ["none", "last_day_peak"],
                  "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],

@@ -70,7 +70,7 @@ def test_the_daily_level_is_the_newsvendor_level_of_the_last_weeks_hourly_maxima
     assert day_level_at(hours, len(hours), 300, share) == 167 - math.ceil(0.25 * 168) + 1
 
 
-def test_the_peer_is_its_exported_expression_and_the_grid_scans_it():
+def test_the_peer_is_its_exported_expression_and_a_grid_may_scan_it():
     d = _demand(14, 30.0, 7)
     inp = _inp(d[7 * DAY:], d[:7 * DAY])
     peer, _ = PEERS["empirical"].training(inp, interruption_rate=0.01, seed=2)
@@ -79,10 +79,12 @@ def test_the_peer_is_its_exported_expression_and_the_grid_scans_it():
     assert (ex.daily_rule, ex.topup_quantile, ex.reservation_ratio) == ("empirical", "n95", 0.0)
     m, _ = replay_training(_inp(d[7 * DAY:], d[:7 * DAY]), ex, interruption_rate=0.01, seed=2)
     assert (m.cost_usd, m.coverage) == (peer.cost_usd, peer.coverage)
-    sp = training_space()
+    assert not any(p.daily_rule == "empirical" or p.topup_quantile == "n95"  # a peer, not searched by default
+                   for p in map(training_space().to_params, training_space().grid_points()))
+    sp = training_space({"daily_rule": ["newsvendor", "empirical"], "topup_quantile": ["none", "p90", "n95"]})
     pts = [sp.to_params(x) for x in sp.grid_points()]
     emp = [p for p in pts if p.daily_rule == "empirical"]
-    assert emp and all(p.headroom == 1.0 for p in emp)
+    assert emp and all(p.headroom == 1.0 and p.quantile == "p50" for p in emp)  # it reads no quantile
     assert any(p.daily_rule == "empirical" and p.topup_quantile == "n95" for p in pts)
 
 
