@@ -24,7 +24,10 @@ from benchmarks import common
 from capplan.config import CapplanConfig
 from capplan.sources import LoadedHistory
 from capplan.sources.sample import sample_dir
+from capplan.stages.search import search_tasks
 from forecasting.types import SeriesMeta
+from optimizer.empirical import empirical_day_level
+from optimizer.layers import critical_ratios, exceeded_level
 
 GPU_MODEL = "V100-32GB"  # every Helios pool of the sample (data/sample/series.json)
 TIMEZONE = "Asia/Shanghai"
@@ -71,16 +74,44 @@ def oracle_idle(outcome) -> float:
     return 1.0 - need / bought if bought > 0 else float("nan")
 
 
+def daily_layer_idle(evalw, share: float) -> dict[str, float]:
+    """Which layer holds the idle: on the evaluation window ``evalw`` (an
+    :class:`optimizer.replay.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
+    hour bought at its demand maximum) over a daily spot level that is the day's own newsvendor level
+    at ``share`` (perfect foresight: the limit's idle, spot interruptions left out), the model-free
+    daily level (:func:`optimizer.empirical.empirical_day_level`) or the forecast's p50 newsvendor level
+    (``evalw.day_level``). A daily choice whose idle here is already above the target cannot meet it
+    with any hourly layer."""
+    d = np.asarray(evalw.demand, float)
+    hour = np.arange(len(d)) // max(1, 3600 // evalw.step_s)
+    day = np.arange(len(d)) // max(1, 86400 // evalw.step_s)
+    hmax = pd.Series(d).groupby(hour).transform("max").to_numpy()
+    perfect = pd.Series(hmax).groupby(day).transform(lambda x: exceeded_level(x.to_numpy(), share)).to_numpy()
+    before = evalw.history_before if evalw.history_before is not None else np.array([])
+    empirical = empirical_day_level(np.concatenate([before, d]), len(before), len(d), evalw.step_s, share)
+    forecast = np.ceil(np.nan_to_num(evalw.day_level.get("p50", np.zeros(len(d)))) - 1e-9)
+
+    def idle(spot: np.ndarray) -> float:
+        cap = np.maximum(np.ceil(spot - 1e-9), hmax)
+        return float(np.nansum(np.maximum(cap - d, 0)) / np.nansum(np.where(np.isfinite(d), cap, 0)))
+
+    return {"idle_perfect_day": idle(perfect), "idle_empirical_day": idle(empirical), "idle_p50_day": idle(forecast)}
+
+
 def scale_rows(cfg: CapplanConfig, scales: list[float], seeds: list[int], cache: Path | None) -> pd.DataFrame:
     """One row per scale and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
     the limit's idle ratio and the gap, the baseline's and the reactive peer's regret, the empirical
-    peer's regret, coverage and idle ratio (:mod:`optimizer.empirical`), and the policy
+    peer's regret, coverage and idle ratio (:mod:`optimizer.empirical`), the idle ratios of
+    :func:`daily_layer_idle`, and the policy
     chosen. The forecasts are made (or read from ``cache``) once per scale; each seed re-runs the search."""
     rows = []
     for scale in scales:
         t0 = time.perf_counter()
         state = earth_state(cfg, scale, cache)
         t1 = time.perf_counter()
+        task = search_tasks(state.prep, state.fc, cfg)[0]
+        layer_idle = daily_layer_idle(task.evalw, critical_ratios(task.evalw.price, cfg.plan.interruption_rate,
+                                                                  cfg.plan.recovery_s)["spot"])
         for seed in seeds:
             t2 = time.perf_counter()
             (sid, oc), = common.search_outcomes(state, seed).items()
@@ -93,7 +124,7 @@ def scale_rows(cfg: CapplanConfig, scales: list[float], seeds: list[int], cache:
                          "idle_gap": rec.idle_ratio - lim, "cost_usd": rec.cost_usd,
                          "baseline_regret": reg.get("baseline", np.nan),
                          "reactive_regret": reg.get("reactive", np.nan),
-                         **_peer_figures(oc, "empirical", reg), "forecast_s": round(t1 - t0),
+                         **_peer_figures(oc, "empirical", reg), **layer_idle, "forecast_s": round(t1 - t0),
                          "search_s": round(time.perf_counter() - t2)})
             print(f"{sid} seed {seed}: regret {rows[-1]['regret']:.3f} coverage {rec.coverage:.3f} idle "
                   f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{oc.recommended_policy}] {oc.params}", flush=True)
