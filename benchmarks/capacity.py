@@ -1,7 +1,8 @@
 """Benchmark: every policy against the perfect-foresight limit, per series, and the spread over seeds.
 
 Run: ``python -m benchmarks capacity [--forecasts OUT_DIR] [--seeds 0 1 2 3 4]
-[--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]``; ``--seeds 0 --series train/vc6YE`` for a
+[--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]
+[--earth 1 10 [--earth-cache DIR]]``; ``--seeds 0 --series train/vc6YE`` for a
 quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
 them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
@@ -11,13 +12,18 @@ stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.sea
 1. per series and policy (recommended, baseline, each peer of
    :mod:`optimizer.peers`): regret (cost / the oracle's cost,
    :mod:`optimizer.oracle`), coverage and idle ratio, for the first seed;
-2. the targets checked on those figures (training: median regret of
+2. the targets checked on those figures (the fleet's regret, sum of cost / sum of
+   the limits, <= 1.18; training: median regret of
    the recommended policy <= 1.20, none above 1.5, coverage >= min(0.95,
    baseline's), no dearer than the baseline or the reactive peer; inference:
    median regret <= 1.30 at coverage >= 0.95, cheaper than the reactive peer);
 3. over the seeds: each series' recommended cost against its median over the
-   seeds (largest deviation, %), and the fleet's cost against the baseline's;
-4. with ``--hindsight``, per series and policy family, the cheapest policy that
+   seeds (largest deviation, %; target: every series within 2 %), and the fleet's cost
+   against the baseline's;
+4. with ``--earth SCALE ...``, the large-pool case of :mod:`benchmarks.earth_pool` (the
+   sample's training pools as one pool, at each scale): regret <= 1.12 and idle ratio within
+   0.03 of the perfect-foresight plan's (first seed); with several seeds, their spread in item 3;
+5. with ``--hindsight``, per series and policy family, the cheapest policy that
    covers >= 0.95 of the *evaluation* window, chosen on that window
    (:mod:`benchmarks.policy_hindsight`: the training scan of :func:`optimizer.search.grid_scan`;
    for inference both families, the ``lookahead`` one on a wider grid, and each
@@ -35,12 +41,14 @@ LSTM's seed is the forecast run's).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 
 from benchmarks import common
+from benchmarks.earth_pool import scale_rows, scale_targets
 from benchmarks.policy_hindsight import hindsight_best
 from capplan.config import CapplanConfig, load_config
 from capplan.stages.search import search_tasks
@@ -56,6 +64,7 @@ def table(outcomes: dict, kinds: dict) -> pd.DataFrame:
         for name, m in pols.items():
             rows.append({"series": sid, "kind": kinds[sid], "policy": name, "regret": reg.get(name, np.nan),
                          "coverage": m.coverage, "idle_ratio": m.idle_ratio, "cost_usd": m.cost_usd,
+                         "limit_usd": oc.oracle.cost_usd if oc.oracle is not None else np.nan,
                          "chosen": oc.recommended_policy if name == "recommended" else ""})
     return pd.DataFrame(rows)
 
@@ -64,6 +73,10 @@ def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
     """The targets (module docstring, item 2) on one seed's table: (target, met, figure)."""
     out = []
     piv = {c: df.pivot(index="series", columns="policy", values=c) for c in ("regret", "coverage", "cost_usd")}
+    rec = df[df["policy"] == "recommended"]
+    fleet = float(rec["cost_usd"].sum() / rec["limit_usd"].sum())
+    out.append(("fleet: regret (sum of cost / sum of the limits) <= 1.18", fleet <= 1.18,
+                f"{fleet:.3f} ({rec['cost_usd'].sum():,.0f} / {rec['limit_usd'].sum():,.0f} USD)"))
     for kind, cap_med, cap_max in (("training", 1.20, 1.5), ("inference", 1.30, None)):
         sids = sorted(df.loc[df["kind"] == kind, "series"].unique())
         if not sids:
@@ -89,6 +102,11 @@ def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
                        or cov.at[s, "recommended"] < min(0.95, cov.at[s, peer]) - 1e-9]
                 out.append((f"{kind}: (info) no dearer than {peer} at coverage >= min(0.95, its coverage)", not bad,
                             f"{len(bad)} fail: {bad}"))
+                # dominance: the peer is not both cheaper and at least as covering on any series
+                bad = [s for s in sids if cost.at[s, peer] < cost.at[s, "recommended"] * (1 - 1e-9)
+                       and cov.at[s, peer] >= cov.at[s, "recommended"] - 1e-9]
+                out.append((f"{kind}: never dearer than {peer} where {peer} covers as much, every series", not bad,
+                            f"{len(bad)} fail: {bad}"))
         else:
             mc = float(cov["recommended"].median())
             out.append((f"{kind}: median coverage of recommended >= 0.95", mc >= 0.95, f"{mc:.3f}"))
@@ -97,9 +115,18 @@ def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
     return out
 
 
+def seed_spread(costs: pd.DataFrame) -> pd.DataFrame:
+    """Per series (rows of ``costs``: series x seed, recommended cost in USD): the median over the seeds
+    (``median_usd``) and the largest deviation from it (``max_dev_pct``, percent of the median; NaN for a
+    series whose median is 0)."""
+    med = costs.median(axis=1)
+    dev = (costs.sub(med, axis=0).abs().div(med.where(med > 0), axis=0) * 100).max(axis=1)
+    return pd.DataFrame({"median_usd": med, "max_dev_pct": dev})
+
+
 def hindsight_table(prep, fc, cfg: CapplanConfig, seed: int, coverage: float = 0.95) -> pd.DataFrame:
     """Per series and family: regret and coverage of the cheapest policy meeting ``coverage`` on the
-    evaluation window, chosen on that window (not causal; module docstring, item 4;
+    evaluation window, chosen on that window (not causal; module docstring, item 5;
     :func:`benchmarks.policy_hindsight.hindsight_best`)."""
 
     rows = []
@@ -133,6 +160,11 @@ def main(argv: list[str] | None = None) -> None:
     common.add_source(ap)
     ap.add_argument("--selection", default=None, help="plan.selection_score for this run (cost, "
                     "daily_regret_q75; default: the config's)")
+    ap.add_argument("--earth", type=float, nargs="*", default=None, metavar="SCALE",
+                    help="also the large-pool case (benchmarks.earth_pool): the sample's training pools summed "
+                    "into one, at each scale (e.g. --earth 1 10), every seed")
+    ap.add_argument("--earth-cache", type=Path, default=None, metavar="DIR",
+                    help="a folder keeping the Earth pools' forecasts between runs")
     ap.add_argument("--hindsight", action="store_true", help="also the cheapest policy per family meeting 0.95 on "
                     "the evaluation window, chosen in hindsight (not causal; a bound for selection rules)")
     common.add_config(ap)
@@ -175,14 +207,25 @@ def main(argv: list[str] | None = None) -> None:
         for kind, g in best.groupby("kind"):
             print(f"  {kind}: median over series of the best family's hindsight regret "
                   f"{g['hindsight_regret'].median():.3f}, recommended {g['recommended_regret'].median():.3f}")
+    big = None
+    if a.earth:
+        print(f"\nLarge pool (benchmarks.earth_pool), seeds {a.seeds}")
+        big = scale_rows(cfg, a.earth, a.seeds, a.earth_cache)
+        print(big[big["seed"] == a.seeds[0]].to_string(index=False, float_format=lambda x: f"{x:,.3f}"))
+        for name, ok, fig in scale_targets(big):
+            print(f"  [{'met' if ok else 'MISSED'}] {name}: {fig}")
     if len(a.seeds) > 1:
         rec = pd.DataFrame({s: df[df["policy"] == "recommended"].set_index("series")["cost_usd"]
                             for s, df in by_seed.items()})
-        med = rec.median(axis=1)
-        dev = (rec.sub(med, axis=0).abs().div(med.where(med > 0), axis=0) * 100).max(axis=1)
+        if big is not None:
+            rec = pd.concat([rec, big.pivot(index="pool", columns="seed", values="cost_usd")])
+        spread = seed_spread(rec)
         print(f"\nSpread over seeds {a.seeds}: recommended cost, largest deviation from the series' median (%)")
-        print(pd.DataFrame({"median_usd": med, "max_dev_pct": dev}).to_string(float_format=lambda x: f"{x:,.1f}"))
-        print(f"  series within 3 %: {int((dev.fillna(0) <= 3).sum())} of {len(dev)}")
+        print(spread.to_string(float_format=lambda x: f"{x:,.1f}"))
+        dev = spread["max_dev_pct"].fillna(0)
+        print(f"  series within 3 %: {int((dev <= 3).sum())} of {len(dev)}")
+        print(f"  [{'met' if dev.max() <= 2 else 'MISSED'}] every series (the large pools included) within 2 % of "
+              f"its median cost: largest {dev.max():.1f} % ({dev.idxmax()})")
         for s, df in by_seed.items():
             r = df[df["policy"] == "recommended"]["cost_usd"].sum()
             b = df[df["policy"] == "baseline"]["cost_usd"].sum()

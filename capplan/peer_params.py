@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimizer.peers import CONFORMAL_LEVEL, CONFORMAL_WINDOW, PEERS, REACTIVE_FACTOR
+from optimizer.peers import CONFORMAL_LEVEL, CONFORMAL_WINDOW, EMPIRICAL_PARAMS, PEERS, REACTIVE_FACTOR
 
 #: the fixed settings of each peer (optimizer.peers): none of them is tuned
 _SETTINGS: dict[str, dict[str, Any]] = {
@@ -19,6 +19,8 @@ _SETTINGS: dict[str, dict[str, Any]] = {
     "naive_conformal": {"level": CONFORMAL_LEVEL, "window": f"{CONFORMAL_WINDOW.days} days",
                         "lead": "1 hour (training); metrics lag + cold start (inference)",
                         "purchase": "on demand"},
+    "empirical": {**EMPIRICAL_PARAMS, "window": f"{CONFORMAL_WINDOW.days} days",
+                  "purchase": "daily spot + hourly on demand"},
 }
 
 

@@ -20,15 +20,20 @@ policy's replay, the same replay a cluster running the exported objects gets:
   stabilisation window (the HPA holds the highest proposal of the last hour) and immediate
   scale-up.
 
+* **empirical** (training pools: the daily spot level from the last 7 days' hourly maxima, the
+  naive-conformal hourly top-up) -> the training policy :data:`optimizer.peers.EMPIRICAL_PARAMS`
+  (``daily_rule="empirical"``, ``topup_quantile="n95"``, :mod:`optimizer.empirical`), whose replay
+  is the peer's: the dispatcher policy and the Volcano queue carry its levels.
+
 The baseline (a 70 % / 30 % threshold rule over a floor of 1.5 x the last day's peak) and the
-training pools' peers (hourly on-demand rules) have no expression in the exported objects:
+other training peers (hourly on-demand rules) have no expression in the exported objects:
 :func:`expressed_params` returns None, and the searched policy's parameters stay in the exports
 (the tuning's note says so).
 """
 
 from __future__ import annotations
 
-from optimizer.peers import CONFORMAL_LEVEL, REACTIVE_FACTOR
+from optimizer.peers import CONFORMAL_LEVEL, EMPIRICAL_PARAMS, REACTIVE_FACTOR
 
 REACTIVE_TARGET = float(f"{1.0 / REACTIVE_FACTOR:.4g}")  # 0.9524: what policy.yaml shows (4 significant digits)
 
@@ -39,21 +44,25 @@ _EXPRESSIONS = {
                         "headroom_quantile": CONFORMAL_LEVEL, "scale_down_window_s": 0},
     "reactive": {"family": "hpa", "target_utilization": REACTIVE_TARGET, "scale_down_window_s": 3600},
 }
+_TRAINING_EXPRESSIONS = {"empirical": EMPIRICAL_PARAMS}
 
 
 def expressible(name: str, kind: str) -> bool:
     """Whether the rival ``name`` (``baseline`` or a peer of :data:`optimizer.peers.PEERS`) of a series of
     ``kind`` (``training`` / ``inference``) has an exported expression (module docstring)."""
-    return kind == "inference" and name in _EXPRESSIONS
+    return name in (_EXPRESSIONS if kind == "inference" else _TRAINING_EXPRESSIONS)
 
 
 def expressed_params(name: str, kind: str, searched: dict) -> dict | None:
     """The :class:`optimizer.policy.InferenceParams` fields that express the rival ``name`` (module
     docstring), keeping ``searched``'s fields the rule does not set (``max_replicas``, ``period_s``,
-    ``data_step_s``, ``lookahead_lead_s``, ``lookahead_cover_s``: the service's bounds and timeline);
-    None when it has no expression (:func:`expressible`)."""
+    ``data_step_s``, ``lookahead_lead_s``, ``lookahead_cover_s``: the service's bounds and timeline;
+    a training pool's ``quantile``, unused by the empirical rule); None when it has no expression
+    (:func:`expressible`)."""
     if not expressible(name, kind):
         return None
+    if kind == "training":
+        return {**searched, **_TRAINING_EXPRESSIONS[name]}
     return {**searched, **_COMMON, **_EXPRESSIONS[name]}
 
 

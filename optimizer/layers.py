@@ -30,7 +30,7 @@ import pandas as pd
 
 from optimizer.prices import GpuPrice
 from optimizer.purchase import spot_terms
-from optimizer.replay import period_reduce
+from optimizer.replay_core import period_reduce
 
 
 def effective_spot_price(price: GpuPrice, interruption_rate: float, recovery_s: int) -> float:

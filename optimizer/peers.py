@@ -18,7 +18,16 @@ making if it beats them. Registry: :data:`PEERS` (name -> :class:`Peer`).
   the newest observable step to the first step a new replica can serve
   (``1 + ceil(lag / step) + ceil(cold start / step)`` steps).
 
-Both fall back to the history before the window for their first decisions;
+* **empirical** (training pools only; no model) — each day, spot GPUs at the level
+  the last 7 days' hourly maxima reach in at least the spot critical ratio of their
+  hours; each hour, on-demand GPUs up to the last value plus the 0.95 quantile of the
+  rises to each interval of an hour above them (:mod:`optimizer.empirical`). It is replayed as the training policy
+  :data:`EMPIRICAL_PARAMS`, which the exports carry when it is recommended
+  (:mod:`optimizer.expressed`). Every level is a quantile of the pool's own demand,
+  in GPUs, so it holds at any pool size. Not a peer of inference services
+  (``inference=None``).
+
+All fall back to the history before the window for their first decisions;
 with no history at all, the first decisions see 0.
 """
 
@@ -30,34 +39,24 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from optimizer.policy import Metrics
-from optimizer.replay import ReplayInput, account_training, observed_demand, run_controller
+from optimizer.empirical import WINDOW, conformal_offset, trailing_max
+from optimizer.policy import Metrics, TrainingParams
+from optimizer.replay import ReplayInput, account_training, observed_demand, replay_training, run_controller
 
 REACTIVE_FACTOR = 1.05
 CONFORMAL_LEVEL = 0.95
-CONFORMAL_WINDOW = pd.Timedelta("7D")
+CONFORMAL_WINDOW = WINDOW
+#: the empirical peer as a training policy: no reservation, the empirical daily level on spot, the
+#: naive-conformal hourly top-up (``quantile`` is unused by the empirical daily rule)
+EMPIRICAL_PARAMS = {"reservation_ratio": 0.0, "reservation_basis": "forecast", "daily_rule": "empirical",
+                    "daily_cap": "none", "headroom": 1.0, "spot_fraction": 1.0, "topup_quantile": "n95",
+                    "topup_headroom": 1.0, "topup_margin_gpus": None}
 
 
 def _known(inp: ReplayInput) -> tuple[np.ndarray, int]:
     """History before the window followed by the window's demand, and the window's offset in it."""
     before = inp.history_before if inp.history_before is not None else np.array([])
     return np.concatenate([np.asarray(before, float), np.asarray(inp.demand, float)]), len(before)
-
-
-def trailing_max(values: np.ndarray, n: int) -> np.ndarray:
-    """Max of ``values[j-n+1 .. j]`` per ``j`` (NaN ignored; NaN where all are NaN)."""
-    return pd.Series(values).rolling(n, min_periods=1).max().to_numpy()
-
-
-def conformal_offset(values: np.ndarray, lead: int, window: int, level: float = CONFORMAL_LEVEL) -> np.ndarray:
-    """Per ``j``: the ``level`` quantile of ``max(values[s+1 .. s+lead]) - values[s]``
-    over the changes fully observed by ``j`` (``s + lead <= j``) in the trailing
-    ``window`` of them; 0 before the first one. NaN values are skipped."""
-    s = pd.Series(values)
-    ahead = s[::-1].rolling(lead, min_periods=1).max()[::-1].shift(-1)  # max over s+1 .. s+lead
-    change = (ahead - s).shift(lead)  # indexed by the step at which it is fully observed
-    q = change.rolling(window, min_periods=1).quantile(level)
-    return q.fillna(0.0).to_numpy()
 
 
 def _hour_start_index(inp: ReplayInput) -> np.ndarray:
@@ -92,6 +91,12 @@ def conformal_training(inp: ReplayInput, **replay_opts) -> tuple[Metrics, dict]:
     last = pd.Series(allv).ffill().fillna(0.0).to_numpy()
     q = conformal_offset(allv, n_hour, int(CONFORMAL_WINDOW / pd.Timedelta(seconds=inp.step_s)))
     return _hourly_training(inp, last + q, replay_opts)
+
+
+def empirical_training(inp: ReplayInput, **replay_opts) -> tuple[Metrics, dict]:
+    """Empirical (model-free) peer for a training pool (module docstring): the replay of
+    :data:`EMPIRICAL_PARAMS`."""
+    return replay_training(inp, TrainingParams(quantile="p90", **EMPIRICAL_PARAMS), **replay_opts)
 
 
 def _inference_lead(inp: ReplayInput, cold_start_s: int, metrics_lag_s: int) -> int:
@@ -130,12 +135,12 @@ def conformal_inference(inp: ReplayInput, cold_start_s: int = 90, metrics_lag_s:
 class Peer:
     """One peer policy: ``training(inp, **replay_opts)`` and
     ``inference(inp, cold_start_s, metrics_lag_s)``, each returning
-    ``(Metrics, per-step series)`` like the replay."""
+    ``(Metrics, per-step series)`` like the replay; None where the peer has no rule for that kind."""
 
     name: str
     description: str
-    training: Callable[..., tuple[Metrics, dict]]
-    inference: Callable[..., tuple[Metrics, dict]]
+    training: Callable[..., tuple[Metrics, dict]] | None
+    inference: Callable[..., tuple[Metrics, dict]] | None
 
 
 PEERS: dict[str, Peer] = {
@@ -143,16 +148,19 @@ PEERS: dict[str, Peer] = {
                      reactive_training, reactive_inference),
     "naive_conformal": Peer("naive_conformal", "last value + trailing 7-day q95 of the change over the lead time",
                             conformal_training, conformal_inference),
+    "empirical": Peer("empirical", "no model: daily spot at the newsvendor quantile of the last 7 days' hourly "
+                      "maxima, hourly on-demand top-up to last value + q95 of the rises over an hour",
+                      empirical_training, None),
 }
 
 
 def replay_peers(inp: ReplayInput, kind: str, interruption_rate: float = 0.01, recovery_s: int = 1800,
                  queue_unmet: bool = False, seed: int = 0, cold_start_s: int = 90, metrics_lag_s: int = 60
                  ) -> dict[str, tuple[Metrics, dict]]:
-    """Every registered peer replayed on ``inp`` (``kind``: ``training`` or
-    ``inference``): name -> ``(Metrics, series)``."""
+    """Every registered peer with a rule for ``kind`` (``training`` or ``inference``) replayed
+    on ``inp``: name -> ``(Metrics, series)``."""
     if kind == "training":
         opts = {"interruption_rate": interruption_rate, "recovery_s": recovery_s, "queue_unmet": queue_unmet,
                 "seed": seed}
-        return {n: p.training(inp, **opts) for n, p in PEERS.items()}
-    return {n: p.inference(inp, cold_start_s, metrics_lag_s) for n, p in PEERS.items()}
+        return {n: p.training(inp, **opts) for n, p in PEERS.items() if p.training is not None}
+    return {n: p.inference(inp, cold_start_s, metrics_lag_s) for n, p in PEERS.items() if p.inference is not None}

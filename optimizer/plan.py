@@ -9,11 +9,15 @@ Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
 * the day's target = ceil(headroom x the day's level of the combined quantile over the next 24 h): its
   maximum (``daily_rule="max"``), or its newsvendor level (``"newsvendor"``: the highest of its hourly
   maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.layers.exceeded_level`, as
-  the replay sizes it), with
+  the replay sizes it), or with ``daily_rule="empirical"`` the level of the demand observed up to
+  ``valid_from`` (:func:`optimizer.empirical.day_level_at`: the last 7 days' hourly maxima at
+  ``spot_share``, no forecast), with
   ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
-  (a calibrated level, :mod:`optimizer.calibrated`: the next hour's p50 plus ``topup_margin_gpus``);
+  (a calibrated level, :mod:`optimizer.calibrated`: the next hour's p50 plus ``topup_margin_gpus``;
+  ``n95``: the last observed value plus the 7-day q95 of the rises over an hour,
+  :func:`optimizer.empirical.conformal_level`);
 * ``capability_gpus`` (the Volcano Queue's ceiling) covers the week's p99 with headroom; ``deserved_gpus``
   is the next day's p50; ``last_peak_gpus`` is the peak of the last day with demand
   (:func:`optimizer.history_levels.last_nonzero_peak`). How the Queue's fields follow from these and the
@@ -31,9 +35,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from optimizer.calibrated import FALLBACK, LEVELS
+from optimizer.empirical import conformal_level, day_level_at
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
@@ -54,11 +60,11 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
     ``spot_share``: the spot critical ratio (:func:`optimizer.layers.critical_ratios`), needed by
-    ``daily_rule="newsvendor"``; ``price``: the GPU model's price book entry, needed by
+    ``daily_rule="newsvendor"`` and ``"empirical"``; ``price``: the GPU model's price book entry, needed by
     ``reservation_basis="spot_cap"`` (:func:`optimizer.purchase.reserved_level`).
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
-    for a newsvendor rule without ``spot_share``.
+    for a newsvendor or empirical daily rule without ``spot_share``.
     """
     f = final
     last = f["issued_at"].iloc[0]
@@ -69,9 +75,13 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         tol = count_tolerance(hist["value"].to_numpy())  # as the replay (optimizer.whole_units)
         reserved = (reserved_level(p.reservation_ratio, p.reservation_basis, float(weekly[p.quantile].mean()), price,
                                    tol) if len(weekly) else 0)
-        if p.daily_rule == "newsvendor":
-            if spot_share is None:
-                raise ValueError("capacity_plan: daily_rule newsvendor needs spot_share (optimizer.layers.critical_ratios)")
+        if p.daily_rule in ("newsvendor", "empirical") and spot_share is None:
+            raise ValueError(f"capacity_plan: daily_rule {p.daily_rule} needs spot_share "
+                             "(optimizer.layers.critical_ratios)")
+        seen, step_s = _observed(hist, last)
+        if p.daily_rule == "empirical":
+            level = day_level_at(seen, len(seen), step_s, spot_share)
+        elif p.daily_rule == "newsvendor":
             hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())[p.quantile].max()
             level = exceeded_level(hours.to_numpy(), spot_share)
         else:
@@ -87,7 +97,9 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
         if p.topup_quantile != "none":
             hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
-            if p.topup_quantile in LEVELS:  # fresh p50 + the calibrated margin (optimizer.calibrated), else p90
+            if p.topup_quantile == "n95":  # no forecast: the demand's own last value and rises
+                level = float(conformal_level(seen, step_s, np.array([len(seen) - 1]))[0]) if len(seen) else 0.0
+            elif p.topup_quantile in LEVELS:  # fresh p50 + the calibrated margin (optimizer.calibrated), else p90
                 level = (float(hour["p50"].max()) + p.topup_margin_gpus if p.topup_margin_gpus is not None
                          else float(hour[FALLBACK].max()))
             else:
@@ -104,3 +116,13 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             "target_utilization": p.target_utilization, "prescale": prescale_windows(f, p),
             "fallback_replicas": fallback_replicas(f, p), "valid_from": last.isoformat(),
             "baseline": baseline_levels(kind, hist)}
+
+
+def _observed(hist: pd.DataFrame, upto: pd.Timestamp) -> tuple[np.ndarray, int]:
+    """The demand observed by ``upto`` (``hist``'s values up to that time, GPUs, NaN = unknown, on its
+    regular grid) and the grid's step (s; 300 with fewer than two rows), as the replay's empirical
+    levels see the history before a day (:mod:`optimizer.empirical`)."""
+    h = hist[hist["timestamp"] <= upto].sort_values("timestamp")
+    ts = pd.to_datetime(h["timestamp"])
+    step_s = int(ts.diff().median().total_seconds()) if len(h) > 1 else 300
+    return h["value"].to_numpy(dtype=float), step_s

@@ -24,7 +24,10 @@ class TrainingParams(BaseModel):
       the day)``, or with ``daily_rule="newsvendor"`` ``ceil(headroom * the
       level that quantile reaches in at least the spot critical ratio of the
       day's hours)`` (:mod:`optimizer.layers`: the rest is left to the hourly
-      top-up); with ``daily_cap="last_day_peak"`` never more than the peak of
+      top-up), or with ``daily_rule="empirical"`` ``ceil(headroom *`` the level
+      that the last 7 days' hourly maxima of the demand reach in at least that
+      ratio of hours``)`` (:mod:`optimizer.empirical`; no forecast, ``quantile``
+      unused there); with ``daily_cap="last_day_peak"`` never more than the peak of
       the 24 h before the day (:func:`optimizer.replay.day_start_peak`: a
       forecast that has not yet seen demand fall away buys nothing idle; the
       hourly top-up follows); what exceeds the reservation is bought for the day, a
@@ -35,7 +38,9 @@ class TrainingParams(BaseModel):
       before the hour; ``topup_quantile = "none"`` disables the layer (the
       policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
       use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
-      of a forecast quantile (:mod:`optimizer.calibrated`).
+      of a forecast quantile (:mod:`optimizer.calibrated`); ``n95`` the last observed
+      value plus the 95 % quantile of the demand's rises over an hour in the last 7 days
+      (:mod:`optimizer.empirical`, no forecast).
 
     Every ``ceil`` above is :func:`optimizer.whole_units.whole`: when the pool's demand before
     the window counts whole GPUs, a level at most
@@ -47,11 +52,11 @@ class TrainingParams(BaseModel):
     reservation_ratio: float = Field(ge=0, le=3)
     reservation_basis: Literal["forecast", "spot_cap"] = "forecast"
     quantile: QuantileName = "p90"
-    daily_rule: Literal["max", "newsvendor"] = "max"
+    daily_rule: Literal["max", "newsvendor", "empirical"] = "max"
     daily_cap: Literal["none", "last_day_peak"] = "none"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
-    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"] = "none"
+    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"] = "none"
     topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
     topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
                                             "over the fresh p50 learnt by the last replayed hour, which the plan's "

@@ -4,7 +4,8 @@ Training pools (:func:`replay_training`, vectorised with numpy)
     * reserved GPUs are fixed per week, from the weekly forecast issued before
       the week;
     * on-demand and spot GPUs are bought per day, from the daily forecast issued
-      before the day;
+      before the day (or, ``daily_rule="empirical"``, from the demand observed
+      before the day, :mod:`optimizer.empirical`);
     * optionally, on-demand GPUs are topped up per hour (the reactive layer),
       from the latest forecast issued before the hour, up to
       ``topup_headroom x`` its quantile's max over the hour; they are paid at
@@ -58,6 +59,7 @@ from typing import Callable
 
 import numpy as np
 
+from optimizer.empirical import with_empirical_levels
 from optimizer.lookahead import replay_lookahead
 from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
@@ -78,12 +80,15 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     the last observed demand before the window (a stated fallback of the
     caller); hours with no forecast get no top-up.
     """
-    wm = np.nan_to_num(inp.week_mean[p.quantile], nan=_last(inp))
-    daily = inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
-    if p.quantile not in daily:
+    wm = np.nan_to_num(inp.week_mean.get(p.quantile, np.full(len(inp.times), np.nan)), nan=_last(inp))
+    with_empirical_levels(inp, p.daily_rule, p.topup_quantile, interruption_rate, recovery_s)
+    daily = {"empirical": inp.day_empirical} if p.daily_rule == "empirical" else \
+        inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
+    key = "empirical" if p.daily_rule == "empirical" else p.quantile
+    if key not in daily:
         raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
                          f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
-    dm = np.nan_to_num(daily[p.quantile], nan=_last(inp))
+    dm = np.nan_to_num(daily[key], nan=_last(inp))
     if inp.count_tol is None:
         inp.count_tol = count_tolerance(inp.history_before)
     tol = inp.count_tol

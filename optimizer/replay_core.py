@@ -45,6 +45,7 @@ class ReplayInput:
     hour_max: dict[str, np.ndarray] = field(default_factory=dict)  # also the calibrated c80/c90/c95
     topup_margin: dict[str, np.ndarray] = field(default_factory=dict)  # their margins over p50 (optimizer.calibrated)
     day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
+    day_empirical: np.ndarray | None = None  # model-free daily level (optimizer.empirical), on first use
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None

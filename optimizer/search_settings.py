@@ -27,7 +27,8 @@ COVERAGE_TARGET = 0.95
 
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
-TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"]  # c*: optimizer.calibrated
+# c*: optimizer.calibrated; n95: optimizer.empirical
+TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"]
 
 
 def _limits(model: type[BaseModel], name: str) -> tuple[float, float]:
@@ -81,8 +82,8 @@ class TrainingBounds(_Bounds):
     quantile: list[Quantile] | None = Field(default=None, min_length=1, description="forecast quantiles the "
                                             "weekly and daily layers may size on")
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
-                                                     "choices: none, a forecast quantile, or a calibrated level "
-                                                     "c80/c90/c95")
+                                                     "choices: none, a forecast quantile, a calibrated level "
+                                                     "c80/c90/c95, or n95 (last value + q95 of the rises over an hour)")
 
 
 class InferenceBounds(_Bounds):

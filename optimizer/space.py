@@ -134,21 +134,34 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
             Real(*b["topup_headroom"], name="topup_headroom")]
     return committed_layer(Space(dims, lambda v: TrainingParams(**v), safety=_training_safety, labels=labels,
                                  anchors=TRAINING_ANCHORS, grid=TRAINING_GRID,
-                                 grid_skip=lambda v: v["topup_quantile"] in ("none", "c80", "c90", "c95")
-                                 and v["topup_headroom"] != 1.0), price, interruption_rate, recovery_s)
+                                 grid_skip=lambda v: _training_grid_skip(v, labels["quantile"][0])),
+                           price, interruption_rate, recovery_s)
+
+
+def _training_grid_skip(v: dict, first_quantile: str) -> bool:
+    """Drop grid points that repeat another or scale a level that is already a quantile: a top-up
+    with no forecast quantile (none, calibrated, n95) only at headroom 1; the empirical daily rule
+    (no forecast, :mod:`optimizer.empirical`) only at headroom 1 and ``first_quantile`` (it reads none)."""
+    if v["topup_quantile"] in ("none", "c80", "c90", "c95", "n95") and v["topup_headroom"] != 1.0:
+        return True
+    return v["daily_rule"] == "empirical" and (v["headroom"] != 1.0 or v["quantile"] != first_quantile)
 
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
-# cap, headroom 0.8-1.2, on spot: spot_eff < on-demand, optimizer.layers) with every hourly top-up
-# (none; a forecast quantile at headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose
-# margin is already learnt, at headroom 1), no weekly reservation (with the default prices it never
-# pays). The Gaussian-process refinement searches the rest (reservations, on-demand days). About
-# 2,600 replays of the tuning window, 1-3 s.
+# cap, headroom 0.8-1.2, on spot: spot_eff < on-demand, optimizer.layers; the empirical rule of
+# optimizer.empirical at headroom 1, where the bounds allow it) with every hourly top-up (none; a
+# forecast quantile at headroom 0.8-1.5; a calibrated level of optimizer.calibrated, whose margin is
+# already learnt, or the empirical n95, at headroom 1), no weekly reservation (with the default prices
+# it never pays). The Gaussian-process refinement searches the rest (reservations, on-demand days).
+# About 2,600 replays of the tuning window, 1-3 s. The model-free levels are not searched by default:
+# picked on one tuning week among thousands of policies they lost on the evaluation week of the
+# sample's bursty pools; they compete as the empirical peer (optimizer.peers), which must win by more
+# than the days' noise (optimizer.rivals) and is then exported as that policy (optimizer.expressed).
 TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
-                 "daily_rule": ["newsvendor", "max"], "daily_cap": ["none", "last_day_peak"],
+                 "daily_rule": ["newsvendor", "max", "empirical"], "daily_cap": ["none", "last_day_peak"],
                  "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
                  "spot_fraction": [1.0],
-                 "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
+                 "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"],
                  "topup_headroom": [0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5]}
 
 
@@ -167,8 +180,9 @@ TRAINING_ANCHORS = [
 ]
 
 
-# ordinal position of each choice (calibrated levels between the quantiles they usually fall between)
-_RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "p99": 4}
+# ordinal position of each choice (calibrated levels between the quantiles they usually fall between;
+# n95, last value + q95 of the hour's rise, between c95 and p99)
+_RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "n95": 3.75, "p99": 4}
 
 
 def _ordered(choices) -> list[str]:

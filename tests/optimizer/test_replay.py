@@ -271,7 +271,7 @@ def test_tied_policies_resolve_to_the_safest_cheapest_deterministically():
     a = run_search(ev, space, 8, 1, 0.95, 1.0)
     b = run_search(ev, space, 8, 1, 0.95, 1.0)
     assert a.best_params == b.best_params and a.n_tied == 8
-    ranks = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "p99": 4}
+    ranks = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "n95": 3.75, "p99": 4}
     tq = max(ranks[t["params"]["topup_quantile"]] for t in a.trials)
     assert ranks[a.best_params.topup_quantile] == tq
 

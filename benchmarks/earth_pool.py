@@ -1,0 +1,148 @@
+"""The large-pool scale case of the capacity benchmark: the whole Earth cluster as one training pool.
+
+The sum, per 5-minute step, of the embedded sample's 12 Helios training pools (about a thousand
+GPUs at its peak; the pools come from the Helios ``*_cluster_sequence_vc`` traces,
+data/sample/NOTICE), and that pool scaled by a factor (x 10: about ten thousand GPUs). No quota
+(the sum of the pools' quotas would bind where no single pool's does). Each pool is planned by the
+pipeline's own stages and scored on its evaluation window against the perfect-foresight limit
+(:mod:`optimizer.oracle`): regret (target <= 1.12), coverage, and the plan's idle ratio against the
+limit's own (target: within 0.03 of it).
+
+The forecast stage runs once per pool (several minutes on two cores); with a cache folder the
+combined rolling-origin forecasts are kept there (``earth-x{scale}.parquet``) and reused.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from benchmarks import common
+from capplan.config import CapplanConfig
+from capplan.sources import LoadedHistory
+from capplan.sources.sample import sample_dir
+from capplan.stages.search import search_tasks
+from forecasting.types import SeriesMeta
+from optimizer.empirical import empirical_day_level
+from optimizer.layers import critical_ratios, exceeded_level
+
+GPU_MODEL = "V100-32GB"  # every Helios pool of the sample (data/sample/series.json)
+TIMEZONE = "Asia/Shanghai"
+
+
+def earth_pool(scale: float) -> pd.DataFrame:
+    """The sample's training pools summed per step, times ``scale``: a tidy history frame
+    (``series_id`` ``train/earth-x{scale}``, ``timestamp`` UTC, ``value`` in GPUs). A step where
+    any pool is missing is missing."""
+    h = pd.read_parquet(sample_dir() / "history.parquet")
+    h = h[h["series_id"].str.startswith("train/")]
+    wide = h.pivot_table(index="timestamp", columns="series_id", values="value", aggfunc="sum", dropna=False)
+    total = wide.sum(axis=1, min_count=wide.shape[1]) * scale
+    ts = pd.to_datetime(total.index, utc=True).astype("datetime64[ns, UTC]")
+    return pd.DataFrame({"series_id": f"train/earth-x{scale:g}", "timestamp": ts, "value": total.to_numpy(float)})
+
+
+def earth_state(cfg: CapplanConfig, scale: float, cache: Path | None):
+    """A :class:`capplan.state.PlanState` of the Earth pool at ``scale`` with its forecasts (read
+    from ``cache`` when there, else made by the forecast and combine stages and written there)."""
+    frame = earth_pool(scale)
+    sid = frame["series_id"].iloc[0]
+    meta = {sid: SeriesMeta(kind="training", unit="gpu", gpu_model=GPU_MODEL, timezone=TIMEZONE)}
+    state = common.prepared_state(cfg, LoadedHistory(frame, meta, [], label=sid))
+    path = cache / f"earth-x{scale:g}.parquet" if cache else None
+    if path is not None and path.is_file():
+        state.fc = common.combined_only(pd.read_parquet(path))
+        return state
+    common.with_forecasts(state)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        state.fc.rolling["combined"].to_parquet(path)
+    return state
+
+
+def oracle_idle(outcome) -> float:
+    """The perfect-foresight plan's idle ratio on the evaluation window: ``1 - demand GPU-hours /
+    the GPU-hours it buys`` (:class:`optimizer.oracle.OracleResult` ``layers``; the demand from the
+    outcome's per-step ``replay`` frame)."""
+    rep = outcome.replay
+    step_h = float(pd.Series(rep["timestamp"]).diff().dropna().min() / pd.Timedelta(hours=1))
+    bought = float(sum(outcome.oracle.layers.values()))
+    need = float(np.nansum(rep["demand"])) * step_h
+    return 1.0 - need / bought if bought > 0 else float("nan")
+
+
+def daily_layer_idle(evalw, share: float) -> dict[str, float]:
+    """Which layer holds the idle: on the evaluation window ``evalw`` (an
+    :class:`optimizer.replay.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
+    hour bought at its demand maximum) over a daily spot level that is the day's own newsvendor level
+    at ``share`` (perfect foresight: the limit's idle, spot interruptions left out), the model-free
+    daily level (:func:`optimizer.empirical.empirical_day_level`) or the forecast's p50 newsvendor level
+    (``evalw.day_level``). A daily choice whose idle here is already above the target cannot meet it
+    with any hourly layer."""
+    d = np.asarray(evalw.demand, float)
+    hour = np.arange(len(d)) // max(1, 3600 // evalw.step_s)
+    day = np.arange(len(d)) // max(1, 86400 // evalw.step_s)
+    hmax = pd.Series(d).groupby(hour).transform("max").to_numpy()
+    perfect = pd.Series(hmax).groupby(day).transform(lambda x: exceeded_level(x.to_numpy(), share)).to_numpy()
+    before = evalw.history_before if evalw.history_before is not None else np.array([])
+    empirical = empirical_day_level(np.concatenate([before, d]), len(before), len(d), evalw.step_s, share)
+    forecast = np.ceil(np.nan_to_num(evalw.day_level.get("p50", np.zeros(len(d)))) - 1e-9)
+
+    def idle(spot: np.ndarray) -> float:
+        cap = np.maximum(np.ceil(spot - 1e-9), hmax)
+        return float(np.nansum(np.maximum(cap - d, 0)) / np.nansum(np.where(np.isfinite(d), cap, 0)))
+
+    return {"idle_perfect_day": idle(perfect), "idle_empirical_day": idle(empirical), "idle_p50_day": idle(forecast)}
+
+
+def scale_rows(cfg: CapplanConfig, scales: list[float], seeds: list[int], cache: Path | None) -> pd.DataFrame:
+    """One row per scale and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
+    the limit's idle ratio and the gap, the baseline's and the reactive peer's regret, the empirical
+    peer's regret, coverage and idle ratio (:mod:`optimizer.empirical`), the idle ratios of
+    :func:`daily_layer_idle`, and the policy
+    chosen. The forecasts are made (or read from ``cache``) once per scale; each seed re-runs the search."""
+    rows = []
+    for scale in scales:
+        t0 = time.perf_counter()
+        state = earth_state(cfg, scale, cache)
+        t1 = time.perf_counter()
+        task = search_tasks(state.prep, state.fc, cfg)[0]
+        layer_idle = daily_layer_idle(task.evalw, critical_ratios(task.evalw.price, cfg.plan.interruption_rate,
+                                                                  cfg.plan.recovery_s)["spot"])
+        for seed in seeds:
+            t2 = time.perf_counter()
+            (sid, oc), = common.search_outcomes(state, seed).items()
+            reg = oc.regret()
+            rec = oc.recommended
+            lim = oracle_idle(oc)
+            rows.append({"pool": sid, "seed": seed, "peak_gpus": float(np.nanmax(state.prep.h5["value"])),
+                         "policy": oc.recommended_policy, "regret": reg.get("recommended", np.nan),
+                         "coverage": rec.coverage, "idle": rec.idle_ratio, "limit_idle": lim,
+                         "idle_gap": rec.idle_ratio - lim, "cost_usd": rec.cost_usd,
+                         "baseline_regret": reg.get("baseline", np.nan),
+                         "reactive_regret": reg.get("reactive", np.nan),
+                         **_peer_figures(oc, "empirical", reg), **layer_idle, "forecast_s": round(t1 - t0),
+                         "search_s": round(time.perf_counter() - t2)})
+            print(f"{sid} seed {seed}: regret {rows[-1]['regret']:.3f} coverage {rec.coverage:.3f} idle "
+                  f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{oc.recommended_policy}] {oc.params}", flush=True)
+    return pd.DataFrame(rows)
+
+
+def _peer_figures(outcome, name: str, regret: dict) -> dict:
+    """The peer ``name``'s regret, coverage and idle ratio on the evaluation window (NaN without it)."""
+    m = outcome.peers.get(name)
+    return {f"{name}_regret": regret.get(name, np.nan), f"{name}_coverage": m.coverage if m else np.nan,
+            f"{name}_idle": m.idle_ratio if m else np.nan}
+
+
+def scale_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
+    """The large-pool targets on :func:`scale_rows`' table, for its first seed: (target, met, figure)."""
+    out = []
+    for _, r in df[df["seed"] == df["seed"].iloc[0]].iterrows():
+        out.append((f"{r['pool']}: regret <= 1.12", r["regret"] <= 1.12, f"{r['regret']:.3f}"))
+        out.append((f"{r['pool']}: idle within 0.03 of the limit's", abs(r["idle_gap"]) <= 0.03,
+                    f"{r['idle']:.3f} vs {r['limit_idle']:.3f}"))
+    return out
