@@ -22,11 +22,11 @@ QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
          "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
 #: ``--quick``: section -> field -> the value it sets: no random search, the coarse grid scan
 #: (:mod:`optimizer.quick_grid`) with no Gaussian-process refinement after it, training pools' rolling
-#: origins 8 hours apart (at least), no holdout fit of the weekly tier's Prophet (one Prophet fit per
+#: origins 12 hours apart (at least), no holdout fit of the weekly tier's Prophet (one Prophet fit per
 #: refit instead of two). A quick run's tuning window also stays at ``tune_days``: it is not widened
 #: to complete weeks of evidence (``plan.evidence_weeks``, :func:`capplan.stages.load.prepare`).
 QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse", "gp_refine": False},
-             "forecast": {"training_origin_hours": 8, "prophet_holdout": False}}
+             "forecast": {"training_origin_hours": 12, "prophet_holdout": False}}
 #: the model registry's subfolder of a quick run: a later default plan never reuses its smaller models
 QUICK_MODELS = "quick"
 

@@ -48,7 +48,7 @@ def test_quick_plan_runs_and_says_so(tmp_path, fast_config):
     # the scan's policy, with no Gaussian-process refinement after it
     assert pool["tuning"]["refinement_kept"] is False
     assert pool["tuning"]["gp_objective"] == pool["tuning"]["anchor_objective"]
-    # the training pool's rolling origins 8 hours apart (4 in a default plan)
+    # the training pool's rolling origins 12 hours apart (4 in a default plan)
     bt = pd.read_parquet(out / "backtest.parquet", filters=[("series_id", "==", "train/vcJkd")])
     issued = pd.DatetimeIndex(bt["issued_at"].unique()).sort_values()
-    assert len(issued) > 3 and (issued[1:] - issued[:-1]).min() == pd.Timedelta("8h")
+    assert len(issued) > 3 and (issued[1:] - issued[:-1]).min() == pd.Timedelta("12h")
