@@ -64,8 +64,8 @@ def quick_reductions(cfg: "CapplanConfig") -> list[str]:
             f"grid scan: the {plan.scan_grid} grid (optimizer.quick_grid; default the {d.plan.scan_grid} grid)",
             f"windows: {plan.tune_days:g}-day tuning and {plan.eval_days:g}-day evaluation windows (default "
             f"{d.plan.tune_days:g} and {d.plan.eval_days:g}, the tuning window widened to up to "
-            f"{d.plan.evidence_weeks} complete week(s) before the evaluation window): fewer rolling origins and refits, shorter replays; every figure is "
-            "on the shorter evaluation window",
+            f"{d.plan.evidence_weeks} complete week(s) before the evaluation window): fewer rolling origins and "
+            "refits, shorter replays; every figure is on the shorter evaluation window",
             f"rolling origins: every {fc.training_origin_hours} h for training pools (default "
             f"{d.forecast.training_origin_hours} h)",
             f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
