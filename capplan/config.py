@@ -174,7 +174,7 @@ class ForecastConfig(BaseModel):
                                   "(false: all of it; quick runs)")
     training_origin_hours: Literal[4, 8, 12, 24] = Field(
         default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
-        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 8")
+        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 12")
     registry_keep: int = Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in the "
                                "registry (`models:`); older ones are removed after each save")
 

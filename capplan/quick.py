@@ -21,10 +21,12 @@ if TYPE_CHECKING:
 QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
          "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
 #: ``--quick``: section -> field -> the value it sets: no random search, the coarse grid scan
-#: (:mod:`optimizer.quick_grid`), training pools' rolling origins 8 hours apart (at least), no
-#: holdout fit of the weekly tier's Prophet (one Prophet fit per refit instead of two).
-QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse"},
-             "forecast": {"training_origin_hours": 8, "prophet_holdout": False}}
+#: (:mod:`optimizer.quick_grid`) with no Gaussian-process refinement after it, training pools' rolling
+#: origins 12 hours apart (at least), no holdout fit of the weekly tier's Prophet (one Prophet fit per
+#: refit instead of two). A quick run's tuning window also stays at ``tune_days``: it is not widened
+#: to complete weeks of evidence (``plan.evidence_weeks``, :func:`capplan.stages.load.prepare`).
+QUICK_SET = {"plan": {"random_search": False, "scan_grid": "coarse", "gp_refine": False},
+             "forecast": {"training_origin_hours": 12, "prophet_holdout": False}}
 #: the model registry's subfolder of a quick run: a later default plan never reuses its smaller models
 QUICK_MODELS = "quick"
 
@@ -55,12 +57,15 @@ def quick_reductions(cfg: "CapplanConfig") -> list[str]:
     if not cfg.plan.quick:
         return []
     plan, fc, d = cfg.plan, cfg.forecast, type(cfg)()
-    return [f"search: {plan.n_calls} Gaussian-process evaluations (default {d.plan.n_calls})"
-            + ("" if plan.random_search else ", no random search beside it"),
+    search = (f"{plan.n_calls} Gaussian-process evaluations after the grid scan (default {d.plan.n_calls})"
+              if plan.gp_refine else "the grid scan's policy, no Gaussian-process refinement after it (default "
+              f"{d.plan.n_calls} evaluations)")
+    return [f"search: {search}" + ("" if plan.random_search else ", no random search beside it"),
             f"grid scan: the {plan.scan_grid} grid (optimizer.quick_grid; default the {d.plan.scan_grid} grid)",
             f"windows: {plan.tune_days:g}-day tuning and {plan.eval_days:g}-day evaluation windows (default "
-            f"{d.plan.tune_days:g} and {d.plan.eval_days:g}): fewer rolling origins and refits, shorter replays; "
-            "every figure is on the shorter evaluation window",
+            f"{d.plan.tune_days:g} and {d.plan.eval_days:g}, the tuning window widened to up to "
+            f"{d.plan.evidence_weeks} complete week(s) before the evaluation window): fewer rolling origins and "
+            "refits, shorter replays; every figure is on the shorter evaluation window",
             f"rolling origins: every {fc.training_origin_hours} h for training pools (default "
             f"{d.forecast.training_origin_hours} h)",
             f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "

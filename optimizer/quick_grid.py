@@ -9,6 +9,9 @@ scan, its neighbour rule and the Gaussian-process refinement after it work uncha
 a twentieth of the replays. The values are a subset of the full grids' (the middle of each
 range and one step either side), so a coarse scan can only find what a full one could; it may
 miss a cheaper point between them, which is why it is for a first look only.
+
+A quick run also stops at the scan (``plan.gp_refine: false``, :func:`scan_only`): the scan's
+policy is the tuned one, with no Gaussian-process replays after it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
+from optimizer.search import SearchResult
+from optimizer.search_settings import SearchSettings
 from optimizer.space import INFERENCE_GRID, TRAINING_GRID, Space
 
 ScanGrid = Literal["full", "coarse"]
@@ -46,4 +51,12 @@ def scan_grid(space: Space, grid: ScanGrid) -> Space:
     return replace(space, grid=coarse)
 
 
-__all__ = ["COARSE_INFERENCE_GRID", "COARSE_TRAINING_GRID", "ScanGrid", "scan_grid"]
+def scan_only(settings: SearchSettings, scan: SearchResult) -> bool:
+    """Whether the tuning takes the grid scan's policy (``scan``: :func:`optimizer.search.grid_scan`'s
+    result) as the search's, with no Gaussian-process refinement after it: when
+    ``settings.gp_refine`` is off (a quick run) and the scan found a policy (a space with no grid
+    point is still searched, whatever the setting)."""
+    return not settings.gp_refine and scan.best_params is not None
+
+
+__all__ = ["COARSE_INFERENCE_GRID", "COARSE_TRAINING_GRID", "ScanGrid", "scan_grid", "scan_only"]

@@ -159,5 +159,7 @@ class SearchSettings(BaseModel):
     scan_grid: Literal["full", "coarse"] = Field(
         default="full", description="the grid scan before the Gaussian-process search: every point of the full grid "
         "(about 2,600 replays per training pool) or the coarse grid of a quick run (optimizer.quick_grid)")
+    gp_refine: bool = Field(default=True, description="refine the grid scan's policy with the Gaussian-process "
+                            "search (false: the scan's policy, no Gaussian-process replays; quick runs)")
     training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)
     inference_bounds: InferenceBounds = Field(default_factory=InferenceBounds)

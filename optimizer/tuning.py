@@ -66,7 +66,7 @@ from optimizer.oracle import OracleResult, inference_oracle, regret, training_or
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
-from optimizer.quick_grid import scan_grid
+from optimizer.quick_grid import scan_grid, scan_only
 from optimizer.replay import ReplayInput, replay_inference, replay_training
 from optimizer.rivals import rival_margin, rival_wins
 from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
@@ -245,8 +245,8 @@ def tune_policy(task: SearchTask) -> Tuned:
     obj = score or (lambda m: objective_value(m, target, ref_cost, pc.penalty, by))
     scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by, score=score)
     start = [x_scan] if x_scan else None
-    gp = run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost, pc.penalty, "gp", coverage_by=by,
-                    start=start, score=score)
+    gp = scan if scan_only(pc, scan) else run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost,
+                                                     pc.penalty, "gp", coverage_by=by, start=start, score=score)
     trials = list(gp.trials)
     tuning = {"gp_objective": gp.best_objective, "baseline_objective": obj(tpr.baseline(tune)[0]),
               "reference_cost_usd": ref_cost, "coverage_target_while_tuning": target, "coverage_objective": by,

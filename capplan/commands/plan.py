@@ -203,8 +203,8 @@ def register(app: typer.Typer) -> None:
             "--executor dask. Without it, dask starts a LocalCluster of --workers processes.", show_default="none"),
         workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes for processes or the dask "
                                               "LocalCluster.", show_default="up to 2"),
-        quick: bool = typer.Option(False, "--quick", help="A first look: a small search (8 evaluations, no random "
-                                   "search, a coarse grid scan), 3-day tuning and evaluation windows, 2 LSTM epochs, "
+        quick: bool = typer.Option(False, "--quick", help="A first look: a coarse grid scan with no Gaussian-process "
+                                   "refinement or random search, 3-day tuning and evaluation windows, 2 LSTM epochs, "
                                    "400 LSTM windows and 60 Prophet samples (capplan.quick.QUICK). The figures are "
                                    "rougher and the output lists what was reduced; plan without it before acting on "
                                    "them."),

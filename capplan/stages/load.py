@@ -141,8 +141,8 @@ def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger) -> Prepar
             continue
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
-        else:  # the tuning window holds the complete weeks of evidence (optimizer.weekly)
-            w = evidence_windows(w, cfg.plan.evidence_weeks)
+        elif not cfg.plan.quick:  # the tuning window holds the complete weeks of evidence (optimizer.weekly);
+            w = evidence_windows(w, cfg.plan.evidence_weeks)  # a quick run keeps its short one (capplan.quick)
         windows[sid] = w
     native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
               for sid in windows if sid in chosen and loaded.meta.get(sid, SeriesMeta()).kind == "inference"}

@@ -34,8 +34,9 @@ def search(state: PlanState) -> None:
     tasks = _search_inputs(state.prep, state.fc, cfg, state.seed, state.cache_root)
     ex = state.executor or LOCAL
     how = "Bayesian + random" if cfg.plan.random_search else "Bayesian"
-    state.progress("search", f"{len(tasks)} series, {cfg.plan.n_calls} evaluations each ({how}) on the "
-                             f"{ex.name} executor")
+    what = (f"{cfg.plan.n_calls} evaluations each ({how})" if cfg.plan.gp_refine
+            else f"the {cfg.plan.scan_grid} grid scan")
+    state.progress("search", f"{len(tasks)} series, {what} on the {ex.name} executor")
     results = ex.map(search_cached, tasks, [t.series_id for t in tasks], on_done(state.progress, "search"))
     for t, r in zip(tasks, results):
         if isinstance(r, Failed):

@@ -34,6 +34,7 @@ def test_quick_plan_runs_and_says_so(tmp_path, fast_config):
     assert any(x.startswith("models: kept in ") and x.split()[3].rstrip(",").endswith("quick") for x in reductions)
     assert any(x.startswith("grid scan: the coarse grid") for x in reductions)
     assert any(x.startswith("windows: 3-day tuning and 3-day evaluation") for x in reductions)
+    assert any(x.startswith("search: the grid scan's policy, no Gaussian-process refinement") for x in reductions)
     for x in reductions:
         assert f"reduced: {x}" in text
     # the coarse scan and the 3-day windows were used
@@ -41,7 +42,13 @@ def test_quick_plan_runs_and_says_so(tmp_path, fast_config):
     assert pool["tuning"]["grid_points"] <= 144
     start, end = (pd.Timestamp(t) for t in pool["evaluation_window"])
     assert pd.Timedelta("2D") < end - start <= pd.Timedelta("3D")
-    # the training pool's rolling origins 8 hours apart (4 in a default plan)
+    # the tuning window stays at 3 days (a default plan widens it to a complete week of evidence)
+    t_start, t_end = (pd.Timestamp(t) for t in pool["windows"]["tuning"])
+    assert pd.Timedelta("2D") < t_end - t_start <= pd.Timedelta("3D")
+    # the scan's policy, with no Gaussian-process refinement after it
+    assert pool["tuning"]["refinement_kept"] is False
+    assert pool["tuning"]["gp_objective"] == pool["tuning"]["anchor_objective"]
+    # the training pool's rolling origins 12 hours apart (4 in a default plan)
     bt = pd.read_parquet(out / "backtest.parquet", filters=[("series_id", "==", "train/vcJkd")])
     issued = pd.DatetimeIndex(bt["issued_at"].unique()).sort_values()
-    assert len(issued) > 3 and (issued[1:] - issued[:-1]).min() == pd.Timedelta("8h")
+    assert len(issued) > 3 and (issued[1:] - issued[:-1]).min() == pd.Timedelta("12h")

@@ -13,8 +13,9 @@ def test_quick_sets_the_coarse_settings_and_a_default_config_keeps_the_full_ones
     assert quick_reductions(default) == []
     cfg = apply_quick(CapplanConfig())
     assert cfg.plan.quick and cfg.plan.scan_grid == "coarse" and not cfg.plan.random_search
+    assert default.plan.gp_refine and not cfg.plan.gp_refine
     assert (cfg.plan.tune_days, cfg.plan.eval_days) == (3, 3)
-    assert cfg.forecast.training_origin_hours == 8
+    assert cfg.forecast.training_origin_hours == 12
     assert cfg.forecast.tier_options()["weekly"]["holdout"] is False
     assert default.forecast.tier_options()["weekly"]["holdout"] is True
 
@@ -38,7 +39,8 @@ def test_every_reduction_names_the_quick_value_and_the_default():
     lines = quick_reductions(apply_quick(CapplanConfig()))
     assert len(lines) == 7
     text = "\n".join(lines)
-    for part in ("8 Gaussian-process evaluations (default 30)", "the coarse grid", "3-day tuning",
-                 "every 8 h for training pools (default 4 h)", "2 epochs", "60 uncertainty samples (default 300)",
+    for part in ("no Gaussian-process refinement after it (default 30 evaluations)", "the coarse grid", "3-day tuning",
+                 "widened to up to 1 complete week(s) before the evaluation window",
+                 "every 12 h for training pools (default 4 h)", "2 epochs", "60 uncertainty samples (default 300)",
                  "no holdout fit", "models: kept in models"):
         assert part in text, part

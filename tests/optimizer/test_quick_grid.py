@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from optimizer.quick_grid import COARSE_INFERENCE_GRID, COARSE_TRAINING_GRID, scan_grid
-from optimizer.search import inference_space, training_space
+from optimizer.quick_grid import COARSE_INFERENCE_GRID, COARSE_TRAINING_GRID, scan_grid, scan_only
+from optimizer.search import SearchResult, inference_space, training_space
+from optimizer.search_settings import SearchSettings
 from optimizer.space import INFERENCE_GRID, TRAINING_GRID
 from optimizer.tuning import tune_policy
 from tests.optimizer.test_tuning import _task
@@ -53,3 +54,26 @@ def test_the_search_scans_the_grid_its_settings_name():
     assert coarse.tuning["grid_points"] == len(scan_grid(training_space(), "coarse").grid_points())
     assert coarse.tuning["grid_points"] < full.tuning["grid_points"] / 10
     assert coarse.params and full.params
+
+
+def test_without_gp_refinement_the_scan_policy_is_the_tuned_one_with_no_gp_replays():
+    task = _task()
+    coarse = task.settings.model_copy(update={"scan_grid": "coarse"})
+    refined = tune_policy(replace(task, settings=coarse))
+    scan = tune_policy(replace(task, settings=coarse.model_copy(update={"gp_refine": False})))
+    # no Gaussian-process trials: the scan's own best point, never a refinement
+    assert refined.trials and scan.trials == []
+    assert scan.tuning["refinement_kept"] is False
+    assert scan.tuning["gp_objective"] == scan.tuning["anchor_objective"]
+    assert scan.tuning["grid_points"] == refined.tuning["grid_points"]
+    if not refined.tuning["refinement_kept"]:  # the refined search kept the scan's policy too: the same one
+        assert scan.params == refined.params
+
+
+def test_scan_only_needs_a_scan_policy_and_the_setting_off():
+    found = SearchResult("grid", object(), 1.0, None, [])
+    none = SearchResult("grid", None, float("inf"), None, [])
+    off, on = SearchSettings(gp_refine=False), SearchSettings()
+    assert on.gp_refine is True  # a default plan refines
+    assert scan_only(off, found) and not scan_only(on, found)
+    assert not scan_only(off, none)  # a space with no grid point is still searched
