@@ -69,14 +69,17 @@ from capplan.state import PlanState, Prepared, Progress, no_progress
 from forecasting import backtest as bt
 from forecasting.types import STEP, SeriesMeta
 from optimizer.objective import objective_value
+from optimizer.peers import PEERS
 from optimizer.policy import Metrics
 from optimizer.tuning import TUNING_STREAM, PolicyReplay, SearchTask, Tuned, evaluate_policy, reference_cost, \
     selection_score, tune_policy
 
 WEEK = pd.Timedelta("7D")
 MIN_TRAIN = pd.Timedelta("7D")  #: training span before the first week (split_windows' min_train_days)
-POLICIES = ("recommended", "baseline", "reactive", "naive_conformal")
-"""The policies reported every week (``searched`` too when a rival was recommended)."""
+POLICIES = ("recommended", "baseline", *PEERS)
+"""The policies reported every week (``searched`` too when a rival was recommended): the
+recommendation, the baseline and every peer of :data:`optimizer.peers.PEERS` that has a rule for
+the series' kind (the ``empirical`` peer only for training pools)."""
 
 
 def complete_weeks(index: pd.DatetimeIndex, min_train: pd.Timedelta = MIN_TRAIN) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
