@@ -1,6 +1,6 @@
 """Benchmark: every policy against the perfect-foresight limit, per series, and the spread over seeds.
 
-Run: ``python -m benchmarks capacity [--forecasts OUT_DIR] [--seeds 0 1 2 3 4]
+Run: ``python -m benchmarks capacity [--forecasts OUT_DIR | --retrain [--keep-forecasts DIR]] [--seeds 0 1 2 3 4]
 [--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]
 [--earth 1 10 [--earth-cache DIR]]``; ``--seeds 0 --series train/vc6YE`` for a
 quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
@@ -35,11 +35,21 @@ Forecasts: ``--forecasts DIR`` reuses the combined rolling-origin forecasts of a
 ``capplan plan`` output folder (``backtest.parquet``) so only the search runs
 per seed; without it the forecast stage runs once (seed 0, several minutes).
 The seeds then vary the search and the spot draws, not the forecasts (the
-LSTM's seed is the forecast run's).
+LSTM's seed is the forecast run's). With ``--retrain`` the forecast stage runs
+again for every seed, with that seed, on a fresh store and model registry
+(:func:`benchmarks.common.cold_forecasts`; several minutes per seed), so the
+spread of item 3 includes the models' own seed (the LSTM's initial weights and
+window sampling, Prophet's sampling, the hourly ETS's simulation); item 3 then
+also prints each seed's recommended cost per series and each seed's fleet
+regret, and ``--keep-forecasts DIR`` writes each seed's rolling forecasts
+(every model and the combination) and searched policies there, to trace a
+series' spread to a model. The runner records such a run as ``capacity-retrain``
+(:func:`record_as`), beside the reuse run's ``capacity`` section.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -74,7 +84,7 @@ def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
     out = []
     piv = {c: df.pivot(index="series", columns="policy", values=c) for c in ("regret", "coverage", "cost_usd")}
     rec = df[df["policy"] == "recommended"]
-    fleet = float(rec["cost_usd"].sum() / rec["limit_usd"].sum())
+    fleet = fleet_regret(df)
     out.append(("fleet: regret (sum of cost / sum of the limits) <= 1.18", fleet <= 1.18,
                 f"{fleet:.3f} ({rec['cost_usd'].sum():,.0f} / {rec['limit_usd'].sum():,.0f} USD)"))
     for kind, cap_med, cap_max in (("training", 1.20, 1.5), ("inference", 1.30, None)):
@@ -113,6 +123,38 @@ def check_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
             bad = [s for s in sids if cost.at[s, "recommended"] > cost.at[s, "reactive"] * (1 + 1e-9)]
             out.append((f"{kind}: cheaper than reactive", not bad, f"{len(bad)} fail: {bad}"))
     return out
+
+
+def fleet_regret(df: pd.DataFrame) -> float:
+    """The fleet's regret on one seed's :func:`table`: the recommended policies' summed cost over the
+    summed perfect-foresight costs (USD / USD, a ratio; 1.0 is perfect)."""
+    rec = df[df["policy"] == "recommended"]
+    return float(rec["cost_usd"].sum() / rec["limit_usd"].sum())
+
+
+def spread_table(costs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`seed_spread` beside the costs it is made of: per series (rows of ``costs``: series x seed,
+    recommended cost in USD), a column ``seed N`` per seed, then ``median_usd`` and ``max_dev_pct``."""
+    return pd.concat([costs.rename(columns=lambda s: f"seed {s}"), seed_spread(costs)], axis=1)
+
+
+def record_as(argv: list[str]) -> str:
+    """The RESULTS.md section a run with options ``argv`` is recorded in (:mod:`benchmarks.runner`):
+    ``capacity-retrain`` with ``--retrain`` (forecasts refitted per seed), else ``capacity``."""
+    return "capacity-retrain" if "--retrain" in argv else "capacity"
+
+
+def keep_forecasts(out: Path, seed: int, fc, outcomes: dict) -> None:
+    """Write one seed's rolling forecasts (``seed-N.parquet``: every model's frame and the combination,
+    with a ``tier`` column) and searched policies (``seed-N-policies.json``: series -> the recommended
+    policy, its cost and the perfect-foresight cost in USD, the searched params) into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    frames = [f.assign(tier=name) for name, f in fc.rolling.items() if len(f)]
+    pd.concat(frames, ignore_index=True).to_parquet(out / f"seed-{seed}.parquet")
+    pols = {sid: {"recommended": oc.recommended_policy, "cost_usd": oc.recommended.cost_usd,
+                  "limit_usd": oc.oracle.cost_usd if oc.oracle is not None else None, "params": oc.params}
+            for sid, oc in outcomes.items()}
+    (out / f"seed-{seed}-policies.json").write_text(json.dumps(pols, indent=1, default=str))
 
 
 def seed_spread(costs: pd.DataFrame) -> pd.DataFrame:
@@ -167,23 +209,47 @@ def main(argv: list[str] | None = None) -> None:
                     help="a folder keeping the Earth pools' forecasts between runs")
     ap.add_argument("--hindsight", action="store_true", help="also the cheapest policy per family meeting 0.95 on "
                     "the evaluation window, chosen in hindsight (not causal; a bound for selection rules)")
+    ap.add_argument("--retrain", action="store_true", help="run the forecast stage again for every seed, with "
+                    "that seed, on a fresh store and model registry (several minutes per seed; not with --forecasts)")
+    ap.add_argument("--keep-forecasts", type=Path, default=None, metavar="DIR", help="with --retrain: write each "
+                    "seed's rolling forecasts and searched policies to DIR")
     common.add_config(ap)
     a = ap.parse_args(argv)
+    if a.retrain and a.forecasts:
+        ap.error("--retrain refits the forecasts per seed; drop --forecasts")
+    if a.keep_forecasts and not a.retrain:
+        ap.error("--keep-forecasts needs --retrain")
     cfg = load_config(a.config)
     cfg.plan.n_calls = a.n_calls
     if a.selection:
         cfg.plan.selection_score = a.selection
     cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
     t0 = time.perf_counter()
-    state = common.with_forecasts(common.loaded_state(cfg, a.source, a.series, a.timezone), a.forecasts)
-    prep, fc = state.prep, state.fc
-    kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
-    print(f"forecasts ready in {time.perf_counter() - t0:.0f} s", flush=True)
     by_seed = {}
-    for seed in a.seeds:
-        t = time.perf_counter()
-        by_seed[seed] = table(common.search_outcomes(state, seed), kinds)
-        print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
+    if a.retrain:
+        prep = fc = None
+        for seed in a.seeds:
+            t = time.perf_counter()
+            state = common.cold_forecasts(cfg, a.source, a.series, a.timezone, seed)
+            print(f"seed {seed}: forecasts refitted in {time.perf_counter() - t:.0f} s", flush=True)
+            if prep is None:
+                prep, fc = state.prep, state.fc
+            kinds = {sid: state.prep.meta[sid].kind for sid in state.prep.windows}
+            t = time.perf_counter()
+            outcomes = common.search_outcomes(state, seed)
+            by_seed[seed] = table(outcomes, kinds)
+            print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
+            if a.keep_forecasts:
+                keep_forecasts(a.keep_forecasts, seed, state.fc, outcomes)
+    else:
+        state = common.with_forecasts(common.loaded_state(cfg, a.source, a.series, a.timezone), a.forecasts)
+        prep, fc = state.prep, state.fc
+        kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
+        print(f"forecasts ready in {time.perf_counter() - t0:.0f} s", flush=True)
+        for seed in a.seeds:
+            t = time.perf_counter()
+            by_seed[seed] = table(common.search_outcomes(state, seed), kinds)
+            print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
     first = by_seed[a.seeds[0]]
     pd.set_option("display.width", 200)
     pd.set_option("display.max_rows", 500)
@@ -220,8 +286,9 @@ def main(argv: list[str] | None = None) -> None:
         if big is not None:
             rec = pd.concat([rec, big.pivot(index="pool", columns="seed", values="cost_usd")])
         spread = seed_spread(rec)
-        print(f"\nSpread over seeds {a.seeds}: recommended cost, largest deviation from the series' median (%)")
-        print(spread.to_string(float_format=lambda x: f"{x:,.1f}"))
+        print(f"\nSpread over seeds {a.seeds}{' (forecasts refitted per seed)' if a.retrain else ''}: recommended "
+              "cost, largest deviation from the series' median (%)")
+        print((spread_table(rec) if a.retrain else spread).to_string(float_format=lambda x: f"{x:,.1f}"))
         dev = spread["max_dev_pct"].fillna(0)
         print(f"  series within 3 %: {int((dev <= 3).sum())} of {len(dev)}")
         print(f"  [{'met' if dev.max() <= 2 else 'MISSED'}] every series (the large pools included) within 2 % of "
@@ -230,6 +297,6 @@ def main(argv: list[str] | None = None) -> None:
             r = df[df["policy"] == "recommended"]["cost_usd"].sum()
             b = df[df["policy"] == "baseline"]["cost_usd"].sum()
             print(f"  seed {s}: fleet recommended {r:,.0f} USD vs baseline {b:,.0f} USD "
-                  f"({100 * (r / b - 1):+.1f} %){'' if r <= b else '  DEARER'}")
+                  f"({100 * (r / b - 1):+.1f} %){'' if r <= b else '  DEARER'}; fleet regret {fleet_regret(df):.3f}")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
 

@@ -19,6 +19,7 @@ import argparse
 import functools
 import resource
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,6 +158,24 @@ def with_forecasts(state: PlanState, out_dir: Path | None = None) -> PlanState:
     missing = sorted(set(state.prep.windows) - set(state.fc.rolling["combined"]["series_id"].unique()))
     if missing:
         sys.exit(f"--forecasts {out_dir}: no forecasts for {', '.join(missing)}; plan them first")
+    return state
+
+
+def cold_forecasts(cfg: CapplanConfig, source: str = "sample", series: list[str] | None = None,
+                   timezone: str = "UTC", seed: int = 0) -> PlanState:
+    """The load, forecast and combine stages (:func:`loaded_state`, :func:`with_forecasts`) seeded with
+    ``seed``, on a fresh store and model registry (temporary folders, removed afterwards), so nothing is
+    reused from an earlier run's cache or registry: every model is fitted with ``seed`` (the LSTM's
+    initial weights and window sampling, Prophet's sampling, the hourly ETS's simulation). ``cfg`` is
+    not changed; the state's ``cfg`` is ``cfg``. Several minutes per call on the sample.
+
+    Raises as :func:`loaded_state` and the forecast stage do.
+    """
+    cold = cfg.model_copy(deep=True)
+    with tempfile.TemporaryDirectory() as d:
+        cold.store, cold.models = str(Path(d) / "store"), str(Path(d) / "models")
+        state = with_forecasts(loaded_state(cold, source, series, timezone, seed))
+    state.cfg = cfg
     return state
 
 

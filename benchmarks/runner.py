@@ -4,7 +4,8 @@
 the options after it are the benchmark's own (``python -m benchmarks NAME --help``).
 The runner imports ``benchmarks.<module>``, calls its ``main(argv)``, shows what it
 prints as it prints it, and, when it ends without error, records the output in
-``benchmarks/RESULTS.md`` (:mod:`benchmarks.results`) unless ``--no-record``.
+``benchmarks/RESULTS.md`` (:mod:`benchmarks.results`) unless ``--no-record``, in the section
+``NAME``, or the one the module's ``record_as(options)`` names for those options.
 A benchmark that fails (exception or a non-zero exit) is not recorded and the
 runner exits with its status.
 """
@@ -88,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     load_before, t0 = os.getloadavg(), time.perf_counter()
     with contextlib.redirect_stdout(tee):
         module.main(a.args)
-    run = Run(a.name, command, tee.kept.getvalue(), time.perf_counter() - t0, load_before, os.getloadavg())
+    # a module may record some option sets in a section of their own (e.g. capacity --retrain)
+    name = module.record_as(a.args) if hasattr(module, "record_as") else a.name
+    run = Run(name, command, tee.kept.getvalue(), time.perf_counter() - t0, load_before, os.getloadavg())
     if not a.no_record:
         path = record(run, a.results)
         print(f"recorded in {path}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""benchmarks/capacity.py seed_spread: each series' largest deviation from its median cost over the seeds."""
+"""benchmarks/capacity.py: the spread over seeds (seed_spread, spread_table), the fleet regret, the recorded section."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.capacity import seed_spread
+from benchmarks.capacity import fleet_regret, record_as, seed_spread, spread_table
 
 
 def test_seed_spread_is_the_largest_deviation_from_the_median_in_percent():
@@ -18,3 +18,23 @@ def test_seed_spread_is_the_largest_deviation_from_the_median_in_percent():
     assert out.loc["train/a", "max_dev_pct"] == pytest.approx(3.0)  # 97 is 3 % below the median 100
     assert out.loc["train/earth-x1", "max_dev_pct"] == 0.0
     assert math.isnan(out.loc["train/idle", "max_dev_pct"])  # no cost at all: no ratio to state
+
+
+def test_spread_table_puts_each_seed_cost_beside_the_spread():
+    costs = pd.DataFrame({0: [100.0, 50.0], 1: [110.0, 50.0], 3: [95.0, 51.0]}, index=["train/a", "infer/b"])
+    out = spread_table(costs)
+    assert list(out.columns) == ["seed 0", "seed 1", "seed 3", "median_usd", "max_dev_pct"]
+    assert out.loc["train/a", "seed 1"] == 110.0
+    assert out.loc["train/a", "max_dev_pct"] == pytest.approx(10.0)  # 110 is 10 % above the median 100
+    assert out.loc["infer/b", "max_dev_pct"] == pytest.approx(2.0)  # 51 against the median 50
+
+
+def test_fleet_regret_sums_cost_and_limits_of_the_recommended_rows_only():
+    df = pd.DataFrame({"series": ["a", "a", "b", "b"], "policy": ["recommended", "baseline"] * 2,
+                       "cost_usd": [120.0, 500.0, 30.0, 900.0], "limit_usd": [100.0, 100.0, 20.0, 20.0]})
+    assert fleet_regret(df) == pytest.approx(150.0 / 120.0)  # not the mean of 1.2 and 1.5
+
+
+def test_a_retrain_run_is_recorded_in_its_own_section():
+    assert record_as(["--seeds", "0", "1", "--retrain"]) == "capacity-retrain"
+    assert record_as(["--forecasts", "/plan", "--seeds", "0"]) == "capacity"
