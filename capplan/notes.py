@@ -12,8 +12,9 @@ pool. :func:`group_notes` folds
 
 and orders the result by :data:`RANKS`: first what needs action (the warnings:
 quota, coverage, a placeholder Prometheus address, ``policy:``/``export:``/``data:``
-findings), then which policy the manifests carry (``policy:`` fallbacks), then the
-informational fallbacks, the most widely shared first. :func:`fold_informational`
+findings), then which policy the manifests carry (``policy:`` fallbacks; a rival that was
+cheaper by less than the days' noise leaves the searched policy in them, so that note is
+information), then the informational fallbacks, the most widely shared first. :func:`fold_informational`
 keeps the printed list short: when there are more informational notes than the
 budget allows, a series' single-series informational notes become one line that
 names their stages and points at ``--verbose`` (which prints every note per series,
@@ -23,6 +24,8 @@ ungrouped: nothing is lost).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from optimizer.rivals import SEARCHED_KEPT
 
 #: rank -> heading; lower ranks print first
 RANKS = {0: "Act on", 1: "Which policy the manifests carry", 2: "For information"}
@@ -58,7 +61,7 @@ def rank(text: str, warning: bool) -> int:
     """The :data:`RANKS` key of a note."""
     if warning:
         return 0
-    return 1 if text.startswith("policy:") else 2
+    return 1 if text.startswith("policy:") and not text.endswith(SEARCHED_KEPT) else 2
 
 
 def series_notes(report, verbose: bool = False) -> list[tuple[str, str, bool]]:

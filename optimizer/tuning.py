@@ -68,7 +68,7 @@ from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
 from optimizer.quick_grid import scan_grid, scan_only
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.rivals import rival_margin, rival_wins
+from optimizer.rivals import SEARCHED_KEPT, rival_margin, rival_wins
 from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
                               training_space)
 from optimizer.selection import WeeklyScore, selection_score  # noqa: F401 (re-exported)
@@ -330,7 +330,7 @@ def tune_policy(task: SearchTask) -> Tuned:
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
-                     f"({margin:,.2f}; optimizer.rivals), so the searched policy is kept")
+                     f"({margin:,.2f}; optimizer.rivals), {SEARCHED_KEPT}")
     if weekly:  # the week-to-week spread and the walk-forward check (optimizer.weekly)
         tuning["weeks"] = score.report(rival_metrics[chosen] if chosen != "searched" else evaluate(best_params))
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)

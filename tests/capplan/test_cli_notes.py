@@ -60,6 +60,16 @@ def test_a_note_shared_by_twelve_pools_prints_once_naming_them():
     assert text.index("KEDA serverAddress is a placeholder") < policy
 
 
+def test_a_rival_kept_out_by_the_noise_margin_is_information_not_which_policy():
+    from capplan.notes import rank
+    from optimizer.rivals import SEARCHED_KEPT
+
+    kept = ("policy: the empirical policy was cheaper on the tuning window (objective 1.00 vs 2.00 USD) by less "
+            f"than the days' noise (3.00; optimizer.rivals), {SEARCHED_KEPT}")
+    won = "policy: the naive_conformal policy beat the searched policy on the tuning window, so it is recommended"
+    assert rank(kept, False) == 2 and rank(won, False) == 1 and rank(kept, True) == 0
+
+
 def test_verbose_prints_every_note_per_series():
     rep = twelve_pools()
     text = rendered(rep, verbose=True)
