@@ -21,6 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,23 @@ from capplan.store import Store
 from forecasting.types import SeriesMeta
 from optimizer.expressed import expressible
 from optimizer.inputs import replay_input
-from optimizer.policy import Metrics
+from optimizer.policy import Metrics, TrainingParams
 from optimizer.replay import ReplayInput
+from optimizer.space import ordered_labels
 from optimizer.tuning import PolicyReplay
+
+
+def _choices(field: str) -> list[str]:
+    """Every value a training policy's ``field`` may take, in the order of the level it buys."""
+    return ordered_labels(get_args(TrainingParams.model_fields[field].annotation))
+
+
+#: The What-if page's choices for training policies: every value :class:`optimizer.policy.TrainingParams`
+#: accepts, so any recommended policy (a peer's expressed form included, e.g. the empirical
+#: ``n95`` top-up) can be shown and changed.
+TOPUP_CHOICES = _choices("topup_quantile")
+QUANTILE_CHOICES = _choices("quantile")
+DAILY_RULES = list(get_args(TrainingParams.model_fields["daily_rule"].annotation))
 
 METRIC_KEYS = ("cost_usd", "coverage", "idle_ratio", "unmet", "scale_events", "p95_utilization")
 

@@ -123,7 +123,7 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
          "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
          "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
-    labels = {k: _ordered(b[k]) for k in ("quantile", "topup_quantile")}
+    labels = {k: ordered_labels(b[k]) for k in ("quantile", "topup_quantile")}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
             _choice(labels, "quantile"),
             Categorical(list(b["daily_rule"]), name="daily_rule"),
@@ -185,8 +185,9 @@ TRAINING_ANCHORS = [
 _RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "n95": 3.75, "p99": 4}
 
 
-def _ordered(choices) -> list[str]:
-    """Quantile labels (``none`` first) in increasing order, duplicates dropped."""
+def ordered_labels(choices) -> list[str]:
+    """Quantile labels (``none`` first) in increasing order of the level they buy, duplicates
+    dropped (the ranks above; a label without a rank goes last)."""
     return sorted(dict.fromkeys(str(c) for c in choices), key=lambda c: _RANK.get(c, len(_RANK)))
 
 

@@ -7,10 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from capplan.whatif import DAILY_RULES, QUANTILE_CHOICES as QUANTILES, TOPUP_CHOICES as TOPUPS
 from dashboards import common as c
-
-QUANTILES = ["p50", "p90", "p95", "p99"]
-TOPUPS = ["none", "p50", "c80", "p90", "c90", "p95", "c95", "p99"]  # c*: calibrated top-up (optimizer.calibrated)
 
 ctx, rep = c.page("What-if")
 sid = c.series_picker(rep, "wi_series")
@@ -47,6 +45,11 @@ with left:
     if s.kind == "training":
         params["reservation_ratio"] = st.slider("Reservation ratio (× weekly forecast)", 0.0, 3.0,
                                                 float(rec["reservation_ratio"]), 0.05, key=f"wi_{k}_ratio")
+        params["daily_rule"] = st.selectbox("Daily spot level rule", DAILY_RULES,
+                                            index=DAILY_RULES.index(rec.get("daily_rule", "max")), key=f"wi_{k}_rule",
+                                            help="max: the day's highest forecast quantile; newsvendor: the level at "
+                                                 "the price book's critical ratio; empirical: quantiles of the last "
+                                                 "week's hourly maxima (no model)")
         params["quantile"] = st.select_slider("Forecast quantile", QUANTILES, value=rec.get("quantile", "p90"),
                                               key=f"wi_{k}_q")
         params["headroom"] = st.slider("Daily headroom (× daily forecast)", 0.5, 3.0, float(rec.get("headroom", 1.0)),
