@@ -69,3 +69,30 @@ def test_a_series_too_short_for_a_peer_gets_an_empty_typed_frame():
     got, notes = peers.peer_forecasts(h5, {"s": [a.index[50]]})
     assert got["autoets"].empty and str(got["autoets"]["issued_at"].dtype) == "datetime64[ns, UTC]"
     assert notes == ["autoets not scored on s: less than two days (576 steps) of history before its origins"]
+
+
+def test_nanquantile_columns_is_numpys_nanquantile_to_the_bit():
+    rng = np.random.default_rng(3)
+    for trial in range(60):
+        x = rng.normal(size=(int(rng.integers(1, 80)), int(rng.integers(1, 40))))
+        if trial % 2:
+            x = np.round(x)  # ties, as step-shaped GPU counts have
+        x[rng.random(x.shape) < rng.random() * 0.9] = np.nan
+        x[0] = rng.normal(size=x.shape[1])  # every column holds a value
+        for q in (np.array([0.9, 0.95, 0.99]), np.array([0.0, 0.5, 1.0]), rng.random(4)):
+            assert np.array_equal(peers.nanquantile_columns(x, q), np.nanquantile(x, q, axis=0))
+
+
+def test_autoets_with_a_daily_season_selects_what_the_full_search_selects():
+    """With a 288-step season statsforecast estimates no seasonal state, so leaving the seasonal
+    candidates out (peers.ETS_MODEL) changes no forecast."""
+    try:
+        from statsforecast.models import AutoETS
+    except ImportError:
+        unavailable("statsforecast is not installed (bash scripts/setup.sh bench)")
+    t = np.arange(288 * 4)
+    y = 40 + 10 * np.sin(2 * np.pi * t / 288) + np.random.default_rng(2).normal(0, 0.5, len(t))
+    full = AutoETS(season_length=288).fit(y)
+    fast = AutoETS(season_length=288, model=peers.ETS_MODEL).fit(y)
+    assert full.model_["method"] == fast.model_["method"] and full.model_["method"].endswith(",N)")
+    np.testing.assert_array_equal(full.predict(h=48, level=[90])["hi-90"], fast.predict(h=48, level=[90])["hi-90"])
