@@ -74,7 +74,8 @@ def noise_tie_notes(tie: dict | None) -> list[str]:
     if not tie:
         return []
     ex = tie["exact_params"]
-    was = f"{ex.get('quantile')} {ex.get('daily_rule')}, top-up {ex.get('topup_quantile')}"
+    was = ", ".join(f"{k} {ex[k]}" for k in ("quantile", "daily_rule", "daily_cap", "headroom", "topup_quantile",
+                                               "topup_headroom") if k in ex) or str(ex)
     return [f"tuning: {tie['n_within']} policies scored within the days' noise of the scan's best ({was}; "
             f"optimizer.rivals' paired margin); the cheapest that meets the tuning's coverage target was kept "
             f"({tie['cost_usd']:,.2f} vs {tie['exact_cost_usd']:,.2f} USD on the tuning window; plan.noise_ties: "
