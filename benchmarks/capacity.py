@@ -44,12 +44,16 @@ also prints each seed's recommended cost per series and each seed's fleet
 regret, and ``--keep-forecasts DIR`` writes each seed's rolling forecasts
 (every model and the combination) and searched policies there, to trace a
 series' spread to a model. The runner records such a run as ``capacity-retrain``
-(:func:`record_as`), beside the reuse run's ``capacity`` section.
+(:func:`record_as`), beside the reuse run's ``capacity`` section. ``--forecast-sets DIR``
+reads those saved forecasts back (``DIR/seed-N.parquet`` per seed) and runs only the search on
+them, so a selection rule (e.g. ``--noise-ties``) is measured over refitted forecasts in minutes
+(recorded as ``capacity-sets``).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -140,8 +144,10 @@ def spread_table(costs: pd.DataFrame) -> pd.DataFrame:
 
 def record_as(argv: list[str]) -> str:
     """The RESULTS.md section a run with options ``argv`` is recorded in (:mod:`benchmarks.runner`):
-    ``capacity-retrain`` with ``--retrain`` (forecasts refitted per seed), else ``capacity``."""
-    return "capacity-retrain" if "--retrain" in argv else "capacity"
+    ``capacity-retrain`` with ``--retrain`` (forecasts refitted per seed), ``capacity-sets`` with
+    ``--forecast-sets`` (a retrain's saved forecasts), else ``capacity``."""
+    return ("capacity-retrain" if "--retrain" in argv else
+            "capacity-sets" if "--forecast-sets" in argv else "capacity")
 
 
 def keep_forecasts(out: Path, seed: int, fc, outcomes: dict) -> None:
@@ -155,6 +161,17 @@ def keep_forecasts(out: Path, seed: int, fc, outcomes: dict) -> None:
                   "limit_usd": oc.oracle.cost_usd if oc.oracle is not None else None, "params": oc.params}
             for sid, oc in outcomes.items()}
     (out / f"seed-{seed}-policies.json").write_text(json.dumps(pols, indent=1, default=str))
+
+
+def forecast_set(folder: Path, seed: int):
+    """The combined rolling forecasts of ``folder/seed-{seed}.parquet`` (as :func:`keep_forecasts` writes
+    them: ``series_id, tier, issued_at, timestamp, p50, p90, p95, p99``; rows of tier ``combined``) as
+    :func:`benchmarks.common.combined_only` forecasts. Exits naming the file when it is missing."""
+    path = Path(folder) / f"seed-{seed}.parquet"
+    if not path.is_file():
+        sys.exit(f"--forecast-sets {folder}: no seed-{seed}.parquet; write it with --retrain --keep-forecasts")
+    f = pd.read_parquet(path)
+    return common.combined_only(f[f["tier"] == "combined"].drop(columns="tier").reset_index(drop=True))
 
 
 def seed_spread(costs: pd.DataFrame) -> pd.DataFrame:
@@ -213,8 +230,15 @@ def main(argv: list[str] | None = None) -> None:
                     "that seed, on a fresh store and model registry (several minutes per seed; not with --forecasts)")
     ap.add_argument("--keep-forecasts", type=Path, default=None, metavar="DIR", help="with --retrain: write each "
                     "seed's rolling forecasts and searched policies to DIR")
+    ap.add_argument("--forecast-sets", type=Path, default=None, metavar="DIR", help="per seed N, the rolling "
+                    "forecasts DIR/seed-N.parquet that --retrain --keep-forecasts wrote (tier combined), so a "
+                    "selection rule is measured over refitted forecasts without refitting them")
+    ap.add_argument("--noise-ties", default=None, help="plan.noise_ties for this run (exact, "
+                    "cheapest_within_noise; default: the config's)")
     common.add_config(ap)
     a = ap.parse_args(argv)
+    if sum(map(bool, (a.retrain, a.forecasts, a.forecast_sets))) > 1:
+        ap.error("--retrain, --forecasts and --forecast-sets each choose the forecasts; give one")
     if a.retrain and a.forecasts:
         ap.error("--retrain refits the forecasts per seed; drop --forecasts")
     if a.keep_forecasts and not a.retrain:
@@ -223,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg.plan.n_calls = a.n_calls
     if a.selection:
         cfg.plan.selection_score = a.selection
+    if a.noise_ties:
+        cfg.plan.noise_ties = a.noise_ties
     cfg.plan.random_search = False  # the random-search comparison never changes the recommendation
     t0 = time.perf_counter()
     by_seed = {}
@@ -241,6 +267,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"seed {seed}: search stage {time.perf_counter() - t:.0f} s", flush=True)
             if a.keep_forecasts:
                 keep_forecasts(a.keep_forecasts, seed, state.fc, outcomes)
+    elif a.forecast_sets:
+        state = common.loaded_state(cfg, a.source, a.series, a.timezone)
+        prep = state.prep
+        kinds = {sid: prep.meta[sid].kind for sid in prep.windows}
+        for seed in a.seeds:
+            t = time.perf_counter()
+            state.fc = fc = forecast_set(a.forecast_sets, seed)
+            by_seed[seed] = table(common.search_outcomes(state, seed), kinds)
+            print(f"seed {seed}: search stage on {a.forecast_sets}/seed-{seed}.parquet {time.perf_counter() - t:.0f} s",
+                  flush=True)
     else:
         state = common.with_forecasts(common.loaded_state(cfg, a.source, a.series, a.timezone), a.forecasts)
         prep, fc = state.prep, state.fc
@@ -286,9 +322,10 @@ def main(argv: list[str] | None = None) -> None:
         if big is not None:
             rec = pd.concat([rec, big.pivot(index="pool", columns="seed", values="cost_usd")])
         spread = seed_spread(rec)
-        print(f"\nSpread over seeds {a.seeds}{' (forecasts refitted per seed)' if a.retrain else ''}: recommended "
+        refit = a.retrain or a.forecast_sets
+        print(f"\nSpread over seeds {a.seeds}{' (forecasts refitted per seed)' if refit else ''}: recommended "
               "cost, largest deviation from the series' median (%)")
-        print((spread_table(rec) if a.retrain else spread).to_string(float_format=lambda x: f"{x:,.1f}"))
+        print((spread_table(rec) if refit else spread).to_string(float_format=lambda x: f"{x:,.1f}"))
         dev = spread["max_dev_pct"].fillna(0)
         print(f"  series within 3 %: {int((dev <= 3).sum())} of {len(dev)}")
         print(f"  [{'met' if dev.max() <= 2 else 'MISSED'}] every series (the large pools included) within 2 % of "

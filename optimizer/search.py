@@ -40,6 +40,7 @@ from skopt.utils import cook_estimator
 
 from optimizer.objective import (COVERAGE_OBJECTIVES, DAILY_REGRET_QUANTILE, SELECTION_SCORES,  # noqa: F401 (re-exported)
                                  coverage_shortfall, daily_regret_score, objective_value)
+from optimizer.noise_ties import NOISE_TIES, cheapest_within_noise
 from optimizer.policy import Metrics
 from optimizer.space import (INFERENCE_ANCHORS, INFERENCE_GRID, LOOKAHEAD_TARGET, TRAINING_ANCHORS,  # noqa: F401
                              TRAINING_GRID, Space, inference_space, training_space)
@@ -57,6 +58,7 @@ class SearchResult:
     trials: list[dict]
     n_tied: int = 1
     robust_objective: float | None = None  # grid_scan: the worst objective of the point and its grid neighbours
+    noise_tie: dict | None = None  # grid_scan under cheapest_within_noise: what the rule changed (optimizer.noise_ties)
 
 
 TIE_RTOL = 1e-9
@@ -110,7 +112,7 @@ def _objective_fn(evaluate: Callable[[object], Metrics], space: Space, coverage_
 
 def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_target: float, reference_cost: float,
               penalty: float = 0.5, coverage_by: str = "window",
-              score: Callable[[Metrics], float] | None = None) -> tuple[SearchResult, list]:
+              score: Callable[[Metrics], float] | None = None, ties: str = "exact") -> tuple[SearchResult, list]:
     """Replay every point of ``space.grid_points()`` and pick the most robust good one.
 
     Each point is scored by the worst objective among itself and its grid
@@ -126,8 +128,14 @@ def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_targ
     point's own objective, ``result.trials`` is empty (the scan's size is
     ``len(space.grid_points())``); ``result.best_params`` is None when the space
     has no grid point. ``score(metrics)``, when given, replaces :func:`objective_value`
-    (e.g. :func:`daily_regret_score`).
+    (e.g. :func:`daily_regret_score`). ``ties`` (:data:`optimizer.noise_ties.NOISE_TIES`):
+    ``cheapest_within_noise`` keeps, of the points within the days' noise of that pick, the
+    cheapest that meets ``coverage_target`` (:func:`optimizer.noise_ties.cheapest_within_noise`);
+    ``result.noise_tie`` then says what it changed (``n_within``, ``exact_params``, ``exact_cost_usd``,
+    ``cost_usd``; None when it kept the pick). Raises ValueError for another ``ties``.
     """
+    if ties not in NOISE_TIES:
+        raise ValueError(f"unknown noise_ties {ties!r}; use one of {', '.join(NOISE_TIES)}")
     cache: dict[tuple, tuple[float, Metrics, object]] = {}
     f = _objective_fn(evaluate, space, coverage_target, reference_cost, penalty, coverage_by, "grid", cache, None,
                       score=score)
@@ -154,8 +162,16 @@ def grid_scan(evaluate: Callable[[object], Metrics], space: Space, coverage_targ
     low = min(v for v, _, _ in robust.values())
     tied = {k: cache[k] for k, (v, _, _) in robust.items() if v <= low + TIE_RTOL * max(1.0, abs(low))}
     key, n_tied = pick_best(tied, space)
+    noise = None
+    if ties == "cheapest_within_noise":
+        near_key, n_within = cheapest_within_noise(cache, {k: v for k, (v, _, _) in robust.items()}, key,
+                                                    coverage_target)
+        if near_key != key:
+            noise = {"n_within": n_within, "exact_params": cache[key][2].model_dump(),
+                     "exact_cost_usd": cache[key][1].cost_usd, "cost_usd": cache[near_key][1].cost_usd}
+            key, n_tied = near_key, 1
     val, m, best = cache[key]
-    return SearchResult("grid", best, val, m, [], n_tied, robust_objective=robust[key][0]), pts[key]
+    return SearchResult("grid", best, val, m, [], n_tied, robust_objective=robust[key][0], noise_tie=noise), pts[key]
 
 
 def _grid_steps(space: Space) -> dict[int, list[float]]:

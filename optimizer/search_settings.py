@@ -19,6 +19,7 @@ from typing import Literal
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optimizer.noise_ties import NoiseTies
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.weekly import EVIDENCE_WEEKS
 
@@ -159,6 +160,10 @@ class SearchSettings(BaseModel):
     scan_grid: Literal["full", "coarse"] = Field(
         default="full", description="the grid scan before the Gaussian-process search: every point of the full grid "
         "(about 2,600 replays per training pool) or the coarse grid of a quick run (optimizer.quick_grid)")
+    noise_ties: NoiseTies = Field(
+        default="exact", description="training pools: which of the grid scan's policies within the days' noise of its "
+        "best to keep: the scan's own order ('exact'), or the cheapest that meets the tuning's coverage target "
+        "('cheapest_within_noise'; optimizer.noise_ties)")
     gp_refine: bool = Field(default=True, description="refine the grid scan's policy with the Gaussian-process "
                             "search (false: the scan's policy, no Gaussian-process replays; quick runs)")
     training_bounds: TrainingBounds = Field(default_factory=TrainingBounds)

@@ -61,6 +61,7 @@ from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
 from optimizer.expressed import expressed_params
 from optimizer.intermittent import intermittent_space
+from optimizer.noise_ties import noise_tie_notes
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
@@ -243,7 +244,8 @@ def tune_policy(task: SearchTask) -> Tuned:
     evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
     score = selection_score(task.kind, pc.selection_score, tune, target, ref_cost, pc.penalty, by)
     obj = score or (lambda m: objective_value(m, target, ref_cost, pc.penalty, by))
-    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by, score=score)
+    scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by, score=score,
+                             ties=pc.noise_ties if score is None and not narrowed else "exact")
     start = [x_scan] if x_scan else None
     gp = scan if scan_only(pc, scan) else run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost,
                                                      pc.penalty, "gp", coverage_by=by, start=start, score=score)
@@ -258,7 +260,7 @@ def tune_policy(task: SearchTask) -> Tuned:
         trials += rnd.trials
         tuning["random_objective"] = rnd.best_objective
         rnd_params = rnd.best_params.model_dump()
-    notes = [why] if why else []
+    notes = ([why] if why else []) + noise_tie_notes(scan.noise_tie)
     if task.kind == "inference" and short_window(tune):
         asked = pc.inference_bounds.as_dict().get("family", ["hpa"])
         notes.append("tuning: the tuning window is shorter than a day, too short to learn the lookahead family's "

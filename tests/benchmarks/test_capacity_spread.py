@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from benchmarks.capacity import fleet_regret, record_as, seed_spread, spread_table
+from benchmarks.capacity import fleet_regret, forecast_set, record_as, seed_spread, spread_table
 
 
 def test_seed_spread_is_the_largest_deviation_from_the_median_in_percent():
@@ -38,3 +38,16 @@ def test_fleet_regret_sums_cost_and_limits_of_the_recommended_rows_only():
 def test_a_retrain_run_is_recorded_in_its_own_section():
     assert record_as(["--seeds", "0", "1", "--retrain"]) == "capacity-retrain"
     assert record_as(["--forecasts", "/plan", "--seeds", "0"]) == "capacity"
+    assert record_as(["--forecast-sets", "/keep", "--seeds", "0", "1"]) == "capacity-sets"
+
+
+def test_a_forecast_set_is_the_seeds_combined_rows_and_a_missing_seed_is_named(tmp_path):
+    t = pd.Timestamp("2026-01-01", tz="UTC")
+    rows = pd.DataFrame({"series_id": ["train/a"] * 2, "tier": ["combined", "daily"], "issued_at": [t, t],
+                         "timestamp": [t + pd.Timedelta("1h")] * 2, "p50": [3.0, 9.0], "p90": [4.0, 9.0],
+                         "p95": [5.0, 9.0], "p99": [6.0, 9.0]})
+    rows.to_parquet(tmp_path / "seed-2.parquet")
+    fc = forecast_set(tmp_path, 2).rolling["combined"]
+    assert fc["p50"].tolist() == [3.0] and "tier" not in fc.columns  # the daily tier's row is not read
+    with pytest.raises(SystemExit, match="no seed-3.parquet"):
+        forecast_set(tmp_path, 3)
