@@ -32,13 +32,13 @@ policy.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Literal, get_args
 
 from optimizer.policy import Metrics
 from optimizer.rivals import Z, rival_margin
 
 NoiseTies = Literal["exact", "cheapest_within_noise"]
-NOISE_TIES = ("exact", "cheapest_within_noise")
+NOISE_TIES = get_args(NoiseTies)
 
 
 def within_noise(points: dict[tuple, tuple[float, Metrics, object]], robust: dict[tuple, float], best: tuple,

@@ -61,8 +61,8 @@ from optimizer import baseline as base
 from optimizer.calibrated import LEVELS
 from optimizer.expressed import expressed_params
 from optimizer.intermittent import intermittent_space
-from optimizer.noise_ties import noise_tie_notes
 from optimizer.lookahead import cold_steps, lead_steps
+from optimizer.noise_ties import noise_tie_notes
 from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
