@@ -23,9 +23,14 @@ Shrinkage toward naive (:func:`change_shrinkage`): the predicted changes are
 multiplied by the least-squares slope of the realised on the predicted
 one-step changes in the fit window, clipped to [0, 1].
 
-Bands: ``SIM_PATHS`` simulated paths of the changes (``ETSResults.simulate``,
-seeded through ``rng``: statsmodels 0.15 renamed ``random_state``), summed
-over the lead, read at 0.5/0.9/0.95/0.99 around their mean.
+Bands: exact Gaussian quantiles of the summed changes (:func:`change_sum_sd`).
+Both candidates have additive Gaussian errors and, for the seasonal one, a
+season (288 steps) longer than the 12-step horizon, so the sum of the next
+``h`` changes is Gaussian around its mean with standard deviation
+``sigma * sqrt(sum_{j<h} (1 + alpha * j)^2)`` (Hyndman et al. 2008, ch. 6:
+the level carries ``alpha`` of each error to every later step; no seasonal
+state updated inside the horizon is read inside it). The bands are then a
+function of the data alone, with no simulation noise and no seed.
 
 Between refits, forecasts at later origins run the fitted model's filter over
 the extended data with the same parameters (``ETSModel.smooth``): new data
@@ -42,6 +47,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
 from forecasting.tiers.base import Forecaster, series_values
@@ -49,7 +55,6 @@ from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 
 SEASON = STEPS_PER_DAY  # one day
-SIM_PATHS = 500  # simulated paths for the bands
 
 
 def _change_steps(z: np.ndarray):
@@ -75,6 +80,21 @@ def change_shrinkage(z: np.ndarray, fitted: np.ndarray) -> float:
     if den <= 0:
         return 0.0
     return float(np.clip(np.dot(fitted[ok], z[ok]) / den, 0.0, 1.0))
+
+
+def change_sum_sd(sigma: float, alpha: float, horizon: int) -> np.ndarray:
+    """Standard deviation (GPUs) of the sum of the next ``1..horizon`` one-step changes
+    under ETS(A,N,N) or ETS(A,N,A) with a season longer than ``horizon``: shape
+    ``(horizon,)``, ``sigma * sqrt(cumsum((1 + alpha * j)^2))`` for ``j = 0 .. horizon-1``.
+
+    Derivation (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*, ch. 6):
+    ``z[n+j] = l[n] + alpha * (e[n+1] + ... + e[n+j-1]) + s[n+j-m] + e[n+j]``, so the sum
+    of ``h`` changes weighs error ``e[n+i]`` by ``1 + alpha * (h - i)``; the seasonal
+    states read within the horizon are all known at the origin when ``m > horizon``.
+    ``sigma``: the error's standard deviation (statsmodels' ``sqrt(scale)``, the one its
+    ``simulate`` draws with); ``alpha``: ``smoothing_level``."""
+    j = np.arange(horizon, dtype="float64")
+    return float(sigma) * np.sqrt(np.cumsum((1.0 + float(alpha) * j) ** 2))
 
 
 def _build(z: np.ndarray, spec: dict) -> ETSModel:
@@ -186,10 +206,9 @@ class HourlyETS(Forecaster):
 
         The model runs on the one-step changes of the context with its fitted
         parameters (``smooth``); the forecast is the last value plus the shrunk sum
-        of the predicted changes, and the bands are the quantiles of the summed
-        changes of ``SIM_PATHS`` simulated paths around their mean. Simulation is
-        seeded through ``rng`` (statsmodels 0.15 renamed ``random_state``): same
-        data, same forecast.
+        of the predicted changes, and the bands are the exact Gaussian quantiles of
+        the summed changes around their mean (:func:`change_sum_sd`): same data, same
+        forecast, whatever the seed.
         """
         y = ctx.ffill().bfill().to_numpy()
         if len(y) < 2 or np.isnan(y).all():
@@ -200,13 +219,11 @@ class HourlyETS(Forecaster):
             try:
                 res = _build(z, m["spec"]).smooth(np.asarray(m["params"]))
                 mean = np.cumsum(np.asarray(res.forecast(self.horizon), dtype="float64"))
-                paths = np.asarray(res.simulate(self.horizon, anchor="end", repetitions=SIM_PATHS,
-                                                rng=np.random.default_rng(self.seed)), dtype="float64")
+                alpha = float(np.asarray(res.params)[res.model.param_names.index("smoothing_level")])
+                sd = change_sum_sd(math.sqrt(max(float(res.scale), 0.0)), alpha, self.horizon)
             except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
                 return None, f"prediction failed ({type(exc).__name__}: {exc})"
-        paths = np.cumsum(paths.reshape(self.horizon, -1), axis=0)
-        spread = np.quantile(paths - mean[:, None], QUANTILES, axis=1).T
-        spread -= spread[:, :1]
+        spread = sd[:, None] * norm.ppf(np.asarray(QUANTILES))[None, :]
         out = y[-1] + m["shrink"] * mean[:, None] + spread
         if not np.all(np.isfinite(out)):
             return None, "gave non-finite quantiles"
