@@ -20,6 +20,9 @@ two diagnostics (evidence, never used by the product):
   combination of every member and peer with weights per lead bucket fitted ON
   the evaluation window; if its median ratio to the best peer misses a target,
   no combination of these models reaches it;
+* the boundary steps: per series, over the rolling origins, how often the combined p50
+  steps across a lead-bucket boundary by more than the largest step of any member's p50
+  there (target: never; :mod:`forecasting.lead_blend`);
 * the coverage floor of series covering above 0.98: the share of evaluation
   rows with demand <= the combined p50 (the coverage of the tightest band that
   is still >= the p50, so no sane p95 covers less) and the share with demand
@@ -43,6 +46,8 @@ from capplan.commands.backtest import run_backtest
 from capplan.config import load_config
 from forecasting.backtest import BEST_OF
 from forecasting.buckets import BANDS, band_of
+from forecasting.lead_blend import boundaries, lead_matrix
+from forecasting.tiers import ROLLING_MODELS
 from forecasting.metrics import seasonal_scale
 
 #: every model the hindsight bound may combine: the combination's members and the peers
@@ -117,8 +122,36 @@ def _eval_rows(f: pd.DataFrame, actual: pd.Series, w, band: str, col: str = "p50
     return y[ok], f[col].to_numpy(dtype="float64")[ok]
 
 
+def boundary_steps(rolling: dict[str, pd.DataFrame], sid: str, tol: float = 1e-6) -> tuple[int, int, float]:
+    """``(checked, over, worst excess in GPUs)``: of the (origin, lead-bucket boundary) pairs of
+    series ``sid`` where the combined p50 and at least one member have both leads, how many
+    step by more than ``tol`` over the largest absolute step of any member's p50 there."""
+    comb = rolling["combined"][rolling["combined"]["series_id"] == sid]
+    origins = pd.DatetimeIndex(comb["issued_at"]).unique()
+    c = lead_matrix(comb, origins, ["p50"])[:, :, 0]
+    mem = [lead_matrix(rolling[m][rolling[m]["series_id"] == sid], origins, ["p50"])[:, :, 0]
+           for m in ROLLING_MODELS if m in rolling]
+    checked, over, worst = 0, 0, 0.0
+    for L, _ in boundaries():
+        step = np.abs(c[:, L + 1] - c[:, L])
+        ms = np.stack([np.abs(m[:, L + 1] - m[:, L]) for m in mem])
+        has = np.isfinite(ms).any(axis=0) & np.isfinite(step)
+        if not has.any():
+            continue
+        excess = step[has] - np.nanmax(ms[:, has], axis=0)
+        checked += int(has.sum())
+        over += int((excess > tol).sum())
+        worst = max(worst, float(excess.max()))
+    return checked, over, worst
+
+
 def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, bound: bool = True) -> None:
-    """Print the hindsight bound and the coverage floor (module docstring)."""
+    """Print the boundary steps, the hindsight bound and the coverage floor (module docstring)."""
+    print("\nboundary steps: (origin, lead-bucket boundary) pairs where the combined p50 steps by more than "
+          "the largest member step there / pairs checked (worst excess, GPUs)")
+    for sid in doc["series"]:
+        checked, over, worst = boundary_steps(rolling, sid)
+        print(f"{sid:24} {over}/{checked} ({max(worst, 0.0):.3f})")
     print("\ncoverage floor where coverage_p95 > 0.98: share of evaluation rows with demand <= combined p50 "
           "(no band >= p50 covers less) / <= naive (last value)")
     for sid, s in doc["series"].items():

@@ -7,10 +7,13 @@ and their 7-day plan forecasts (forecast frames on the 5-minute grid):
   from the rows realised before it (:func:`forecasting.combination.combine_online`)
   and calibrated online (adaptive split conformal,
   :func:`forecasting.conformal.calibrate_online`), so no origin sees its own or
-  any later actual;
+  any later actual, then blended across the lead buckets' boundaries
+  (:func:`forecasting.lead_blend.blend_boundaries`: the path steps only where its
+  members do);
 * **plan**: the weights at the last observation and the offsets of the last
   :data:`forecasting.conformal.CAL_WINDOW` of realised rows, applied to the
-  plan forecasts and laid on a full :data:`PLAN_STEPS` grid after the last point.
+  plan forecasts, blended across the boundaries the same way, and laid on a
+  full :data:`PLAN_STEPS` grid after the last point.
 
 Both are bounded (:mod:`forecasting.bounds`). Imports nothing of ``capplan``.
 """
@@ -23,6 +26,7 @@ import pandas as pd
 
 from forecasting import combination, conformal
 from forecasting.bounds import sanitise, sanitise_rolling, upper_by_series
+from forecasting.lead_blend import blend_boundaries
 from forecasting.tiers import ROLLING_MODELS
 from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, STEPS_PER_DAY  # noqa: F401  (STEP: re-exported)
 
@@ -55,7 +59,8 @@ def combine_rolling(per: dict[str, pd.DataFrame], actual: pd.Series, series_id: 
     """
     c, mean_w = combination.combine_online(per, actual, series_id)
     levels: dict[str, list[float]] = {}
-    return sanitise_rolling(conformal.calibrate_online(c, actual, levels_out=levels), h5), mean_w, levels
+    c = blend_boundaries(conformal.calibrate_online(c, actual, levels_out=levels), per)
+    return sanitise_rolling(c, h5), mean_w, levels
 
 
 def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
@@ -86,7 +91,7 @@ def assemble(h5: pd.DataFrame, series_ids, rolling: dict[str, pd.DataFrame],
         combos[sid] = combination.combination_report(final_spec, mean_w, final_off, levels)
         per_final = {n: finals[n][finals[n]["series_id"] == sid] for n in ROLLING_MODELS}
         c = combination.apply_combination(per_final, final_spec, sid)
-        c = conformal.apply_calibration(c, final_off)
+        c = blend_boundaries(conformal.apply_calibration(c, final_off), per_final)
         grid = pd.date_range(last + STEP, periods=PLAN_STEPS, freq=STEP)
         c = c.set_index("timestamp").reindex(grid)
         c[list(QCOLS)] = c[list(QCOLS)].ffill().bfill()
