@@ -1,36 +1,46 @@
 """The ``hourly`` tier: statsmodels ETS on 5-minute data, 12 steps (1 h) ahead.
 
-What it learns is what the naive reference (the last value) leaves over: the
-model runs on the one-step *changes* ``z[t] = y[t] - y[t-1]`` and the forecast
-is the last value plus the (shrunk) sum of the predicted changes. GPU demand is
-step-shaped, and a level model reads its steps as a lagging level or a season
-(on the sample's pools that cost 2-3x naive's MASE at 1 h).
+Two readings of the last ``fit_window`` points compete, both conditional on the
+first value, so their likelihoods are of the same observations and their AICc
+compare (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*, ch. 7;
+statsmodels ``ETSModel``):
 
-Model choice (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*;
-statsmodels ``ETSModel``), by AICc in a stepwise search (the pruning idea of
-Hyndman & Khandakar 2008's stepwise ``auto.arima``):
+* **changes**: the model runs on the one-step changes ``z[t] = y[t] - y[t-1]``
+  and the forecast is the last value plus the (shrunk) sum of the predicted
+  changes. GPU demand is step-shaped, and a level model reads its steps as a
+  lagging level; on the changes, a smoothing weight of 0 is exactly the naive
+  forecast (the last value), so persistence is one of the models it can fit;
+* **level**: ETS(A,N,N) of the level itself, from a known initial level (the
+  first value). Where demand is noisy around a slowly moving level (a web
+  service's request rate, a pool whose jobs come and go every few minutes), a
+  smoothing weight below 1 averages the noise out and beats the last value;
+  with a weight of 1 it is the naive forecast again.
 
-1. ETS(A,N,N) of the changes, from a known initial level of 0 (an estimated
-   initial level is a drift that would extrapolate a few days' growth);
-2. ETS(A,N,A) with a daily season of the changes (288 steps: a daily ramp),
-   only when the fit window holds two full seasons; it replaces the first
-   only with a lower AICc.
+Model choice, by AICc in a stepwise search (the pruning idea of Hyndman &
+Khandakar 2008's stepwise ``auto.arima``):
+
+1. ETS(A,N,N) of the changes from a known initial level of 0 (an estimated
+   initial level is a drift that would extrapolate a few days' growth), and
+   ETS(A,N,N) of the level;
+2. when the changes won and the fit window holds two full seasons, ETS(A,N,A)
+   with a daily season of the changes (288 steps: a daily ramp); it replaces
+   the first only with a lower AICc.
 
 No multiplicative model: changes take both signs. ``initialization_method`` is
 always explicit (statsmodels 0.15 requires it).
 
-Shrinkage toward naive (:func:`change_shrinkage`): the predicted changes are
-multiplied by the least-squares slope of the realised on the predicted
-one-step changes in the fit window, clipped to [0, 1].
+Shrinkage toward naive, for the changes model (:func:`change_shrinkage`): the
+predicted changes are multiplied by the least-squares slope of the realised on
+the predicted one-step changes in the fit window, clipped to [0, 1]. The level
+model is not shrunk: its smoothing weight is already the evidence's answer.
 
-Bands: exact Gaussian quantiles of the summed changes (:func:`change_sum_sd`).
-Both candidates have additive Gaussian errors and, for the seasonal one, a
-season (288 steps) longer than the 12-step horizon, so the sum of the next
-``h`` changes is Gaussian around its mean with standard deviation
-``sigma * sqrt(sum_{j<h} (1 + alpha * j)^2)`` (Hyndman et al. 2008, ch. 6:
-the level carries ``alpha`` of each error to every later step; no seasonal
-state updated inside the horizon is read inside it). The bands are then a
-function of the data alone, with no simulation noise and no seed.
+Bands: exact Gaussian quantiles, with no simulation noise and no seed. For the
+changes (:func:`change_sum_sd`): both candidates have additive Gaussian errors
+and, for the seasonal one, a season (288 steps) longer than the 12-step
+horizon, so the sum of the next ``h`` changes is Gaussian around its mean with
+standard deviation ``sigma * sqrt(sum_{j<h} (1 + alpha * j)^2)``. For the level
+(:func:`level_sd`): ``sigma * sqrt(1 + (h - 1) * alpha^2)`` (Hyndman et al. 2008,
+ch. 6, class 1 variances).
 
 Between refits, forecasts at later origins run the fitted model's filter over
 the extended data with the same parameters (``ETSModel.smooth``): new data
@@ -39,6 +49,7 @@ rolling-origin backtests re-estimate weekly. A series the model cannot serve
 (too short, constant, no candidate fitted, a failed or non-finite prediction)
 gets naive quantiles and a stated entry in ``fallbacks``.
 """
+
 
 from __future__ import annotations
 
@@ -57,12 +68,14 @@ from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 SEASON = STEPS_PER_DAY  # one day
 
 
-def _change_steps(z: np.ndarray):
-    """Candidates for the one-step changes: level only, then with an additive daily
-    season of the changes (only with two full seasons). No trend: a trend in the
-    changes would be an acceleration of demand."""
-    best = yield [dict(error="add", trend=None, damped_trend=False, seasonal=None)]
-    if len(z) >= 2 * SEASON:
+def _candidate_steps(y: np.ndarray):
+    """Candidates of the stepwise search on the level ``y``: ETS(A,N,N) of the one-step
+    changes and of the level; then, if the changes won, with an additive daily season of
+    the changes (only with two full seasons of changes). No trend: a trend in the changes
+    would be an acceleration of demand, and one in the level a drift."""
+    plain = dict(error="add", trend=None, damped_trend=False, seasonal=None)
+    best = yield [dict(plain, on="changes"), dict(plain, on="level")]
+    if best["on"] == "changes" and len(y) - 1 >= 2 * SEASON:
         yield [dict(best, seasonal="add", seasonal_periods=SEASON)]
 
 
@@ -97,14 +110,30 @@ def change_sum_sd(sigma: float, alpha: float, horizon: int) -> np.ndarray:
     return float(sigma) * np.sqrt(np.cumsum((1.0 + float(alpha) * j) ** 2))
 
 
-def _build(z: np.ndarray, spec: dict) -> ETSModel:
-    """An ETS model of the one-step changes ``z``. A non-seasonal model starts from a
-    known level of 0 (no change): an estimated initial level of the changes is a drift,
-    which would extrapolate a few days' growth into every forecast. Seasonal models
-    use ``heuristic`` initialisation (estimating 288 seasonal states is slow and unstable)."""
+def level_sd(sigma: float, alpha: float, horizon: int) -> np.ndarray:
+    """Standard deviation (GPUs) of the ``1..horizon``-step forecast errors of ETS(A,N,N)
+    of the level: shape ``(horizon,)``, ``sigma * sqrt(1 + (h - 1) * alpha^2)`` (Hyndman et
+    al. 2008, ch. 6: the ``h``-step error is ``e[n+h] + alpha * (e[n+1] + ... + e[n+h-1])``)."""
+    h = np.arange(1, horizon + 1, dtype="float64")
+    return float(sigma) * np.sqrt(1.0 + (h - 1.0) * float(alpha) ** 2)
+
+
+def _build(y: np.ndarray, spec: dict) -> ETSModel:
+    """An ETS model of the level ``y`` as ``spec["on"]`` reads it, on the observations
+    ``y[1:]`` given ``y[0]`` either way (so the candidates' AICc compare).
+
+    ``on == "changes"``: of the one-step changes ``diff(y)``; a non-seasonal model starts
+    from a known level of 0 (no change): an estimated initial level of the changes is a
+    drift, which would extrapolate a few days' growth into every forecast. Seasonal models
+    use ``heuristic`` initialisation (estimating 288 seasonal states is slow and unstable).
+    ``on == "level"``: of ``y[1:]`` from the known initial level ``y[0]``."""
+    ets = {k: v for k, v in spec.items() if k != "on"}
+    if spec.get("on", "changes") == "level":
+        return ETSModel(pd.Series(y[1:]), initialization_method="known", initial_level=float(y[0]), **ets)
+    z = np.diff(y)
     if spec.get("seasonal"):
-        return ETSModel(pd.Series(z), initialization_method="heuristic", **spec)
-    return ETSModel(pd.Series(z), initialization_method="known", initial_level=0.0, **spec)
+        return ETSModel(pd.Series(z), initialization_method="heuristic", **ets)
+    return ETSModel(pd.Series(z), initialization_method="known", initial_level=0.0, **ets)
 
 
 class HourlyETS(Forecaster):
@@ -118,7 +147,7 @@ class HourlyETS(Forecaster):
     horizon = 12
     min_history = 36  # 3 hours
     refit_every = "7D"  # backtests: parameters re-estimated weekly, state updated at every origin
-    arch = "ets-changes-shrunk"
+    arch = "ets-changes-or-level"
 
     def __init__(self, seed: int = 0, fit_window: int = 864, **options):
         super().__init__(seed=seed, **options)
@@ -138,8 +167,7 @@ class HourlyETS(Forecaster):
             if np.nanmax(y) == np.nanmin(y):
                 self.fallbacks[sid] = "hourly: constant history, ETS has nothing to fit; naive (last value) used"
                 continue
-            z = np.diff(y)
-            best, best_ic, caught = self._select(z, _change_steps(z))
+            best, best_ic, caught = self._select(y, _candidate_steps(y))
             if caught:
                 self.warnings[sid] = caught[:5]
             if best is None:
@@ -151,7 +179,8 @@ class HourlyETS(Forecaster):
                 "params": [float(v) for v in res.params],
                 "start": s.index[0],
                 "aicc": float(best_ic),
-                "shrink": change_shrinkage(z, np.asarray(res.fittedvalues, dtype="float64")),
+                "shrink": (change_shrinkage(np.diff(y), np.asarray(res.fittedvalues, dtype="float64"))
+                           if spec["on"] == "changes" else 1.0),
             }
         return self
 
@@ -204,27 +233,31 @@ class HourlyETS(Forecaster):
     def _predict_one(self, ctx: pd.Series, m: dict) -> tuple[np.ndarray | None, str]:
         """``((horizon, 4) quantiles, "")`` or ``(None, reason)``.
 
-        The model runs on the one-step changes of the context with its fitted
-        parameters (``smooth``); the forecast is the last value plus the shrunk sum
-        of the predicted changes, and the bands are the exact Gaussian quantiles of
-        the summed changes around their mean (:func:`change_sum_sd`): same data, same
-        forecast, whatever the seed.
+        The model runs on the context with its fitted parameters (``smooth``). For
+        the changes, the forecast is the last value plus the shrunk sum of the
+        predicted changes, with the exact Gaussian quantiles of the summed changes
+        (:func:`change_sum_sd`); for the level, the smoothed level with the exact
+        quantiles of its errors (:func:`level_sd`). Same data, same forecast,
+        whatever the seed.
         """
         y = ctx.ffill().bfill().to_numpy()
         if len(y) < 2 or np.isnan(y).all():
             return None, "has too little context at this origin"
-        z = np.diff(y)
+        on = m["spec"].get("on", "changes")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                res = _build(z, m["spec"]).smooth(np.asarray(m["params"]))
-                mean = np.cumsum(np.asarray(res.forecast(self.horizon), dtype="float64"))
+                res = _build(y, m["spec"]).smooth(np.asarray(m["params"]))
+                path = np.asarray(res.forecast(self.horizon), dtype="float64")
                 alpha = float(np.asarray(res.params)[res.model.param_names.index("smoothing_level")])
-                sd = change_sum_sd(math.sqrt(max(float(res.scale), 0.0)), alpha, self.horizon)
+                sigma = math.sqrt(max(float(res.scale), 0.0))
             except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:
                 return None, f"prediction failed ({type(exc).__name__}: {exc})"
-        spread = sd[:, None] * norm.ppf(np.asarray(QUANTILES))[None, :]
-        out = y[-1] + m["shrink"] * mean[:, None] + spread
+        if on == "level":
+            centre, sd = path, level_sd(sigma, alpha, self.horizon)
+        else:
+            centre, sd = y[-1] + m["shrink"] * np.cumsum(path), change_sum_sd(sigma, alpha, self.horizon)
+        out = centre[:, None] + sd[:, None] * norm.ppf(np.asarray(QUANTILES))[None, :]
         if not np.all(np.isfinite(out)):
             return None, "gave non-finite quantiles"
         return out, ""

@@ -49,20 +49,44 @@ def test_hourly_ets_bands_are_its_own_and_free_of_the_seed():
     assert (np.diff(f[list(QCOLS)].to_numpy(), axis=1) > 0).all()  # p50 < p90 < p95 < p99
 
 
-@pytest.mark.parametrize("seasonal", [False, True])
-def test_hourly_ets_exact_bands_match_statsmodels_simulation(seasonal):
-    """:func:`hourly_ets.change_sum_sd` against statsmodels' own simulation of the same fitted
-    model (200,000 paths of the changes, summed over the lead): within 1 % at every lead."""
-    z = np.diff(mult_pool()["value"].to_numpy())[-864:]
-    spec = dict(error="add", trend=None, damped_trend=False, seasonal=None)
+@pytest.mark.parametrize("on,seasonal", [("changes", False), ("changes", True), ("level", False)])
+def test_hourly_ets_exact_bands_match_statsmodels_simulation(on, seasonal):
+    """:func:`hourly_ets.change_sum_sd` and :func:`hourly_ets.level_sd` against statsmodels' own
+    simulation of the same fitted model (200,000 paths; changes summed over the lead): within 1 %
+    at every lead."""
+    y = mult_pool()["value"].to_numpy()[-865:]
+    spec = dict(error="add", trend=None, damped_trend=False, seasonal=None, on=on)
     if seasonal:
         spec.update(seasonal="add", seasonal_periods=hourly_ets.SEASON)
-    res = hourly_ets._build(z, spec).fit(disp=False, maxiter=200)
+    res = hourly_ets._build(y, spec).fit(disp=False, maxiter=200)
     paths = np.asarray(res.simulate(12, anchor="end", repetitions=200_000, rng=np.random.default_rng(0)))
-    simulated = np.cumsum(paths.reshape(12, -1), axis=0).std(axis=1)
+    paths = paths.reshape(12, -1)
+    simulated = (np.cumsum(paths, axis=0) if on == "changes" else paths).std(axis=1)
     alpha = float(np.asarray(res.params)[res.model.param_names.index("smoothing_level")])
-    exact = hourly_ets.change_sum_sd(np.sqrt(res.scale), alpha, 12)
-    assert np.allclose(exact, simulated, rtol=0.01)
+    sd = hourly_ets.change_sum_sd if on == "changes" else hourly_ets.level_sd
+    assert np.allclose(sd(np.sqrt(res.scale), alpha, 12), simulated, rtol=0.01)
+
+
+def test_hourly_ets_reads_a_noisy_steady_level_as_a_level_and_beats_naive():
+    """Noise around a steady level (a web service's request rate): the level model wins the
+    AICc, smooths the noise out (weight well below 1) and its 1-hour p50 beats the last value
+    out of sample; on a step-shaped pool the changes model (naive when the changes carry
+    nothing) is kept."""
+    rng = np.random.default_rng(1)
+    y = 100.0 + rng.normal(0.0, 5.0, 864 + 600)
+    h = frame(y[:864])
+    m = make("hourly").fit(h, META)
+    assert m.models["p"]["spec"]["on"] == "level"
+    later = frame(y)
+    origins = list(later["timestamp"].iloc[864:-12:12])
+    f = m.predict(later, origins={"p": origins})
+    actual = later.set_index("timestamp")["value"]
+    err = np.abs(f["p50"].to_numpy() - actual.reindex(f["timestamp"]).to_numpy()).mean()
+    last = actual.reindex(pd.DatetimeIndex(f["issued_at"])).to_numpy()
+    naive_err = np.abs(last - actual.reindex(f["timestamp"]).to_numpy()).mean()
+    assert err < 0.8 * naive_err
+    steps = np.repeat([10.0, 14.0, 12.0, 18.0, 16.0, 20.0], 150)
+    assert make("hourly").fit(frame(steps), META).models["p"]["spec"]["on"] == "changes"
 
 
 def test_hourly_fallback_short_history():
