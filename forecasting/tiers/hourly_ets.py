@@ -1,9 +1,8 @@
 """The ``hourly`` tier: statsmodels ETS on 5-minute data, 12 steps (1 h) ahead.
 
-Two readings of the last ``fit_window`` points compete, both conditional on the
-first value, so their likelihoods are of the same observations and their AICc
-compare (Hyndman et al. 2008, *Forecasting with Exponential Smoothing*, ch. 7;
-statsmodels ``ETSModel``):
+Two readings of the last ``fit_window`` points compete (Hyndman et al. 2008,
+*Forecasting with Exponential Smoothing*; statsmodels ``ETSModel``), both
+conditional on the first value:
 
 * **changes**: the model runs on the one-step changes ``z[t] = y[t] - y[t-1]``
   and the forecast is the last value plus the (shrunk) sum of the predicted
@@ -16,15 +15,18 @@ statsmodels ``ETSModel``):
   smoothing weight below 1 averages the noise out and beats the last value;
   with a weight of 1 it is the naive forecast again.
 
-Model choice, by AICc in a stepwise search (the pruning idea of Hyndman &
-Khandakar 2008's stepwise ``auto.arima``):
+Model choice (:meth:`HourlyETS._choose`):
 
-1. ETS(A,N,N) of the changes from a known initial level of 0 (an estimated
-   initial level is a drift that would extrapolate a few days' growth), and
-   ETS(A,N,N) of the level;
+1. ETS(A,N,N) of each reading; the one with the lower mean absolute error over
+   leads 1-12 from every origin of the fit window is kept (:func:`horizon_mae`;
+   the level must win by more than :data:`TIE`). The tier is scored on the hour
+   ahead: a smoothed level wins one step ahead on noise, and loses to the last
+   value for an hour after each step of a step-shaped pool, which one-step
+   criteria such as AICc miss;
 2. when the changes won and the fit window holds two full seasons, ETS(A,N,A)
    with a daily season of the changes (288 steps: a daily ramp); it replaces
-   the first only with a lower AICc.
+   the first only with a lower AICc (the pruning idea of Hyndman & Khandakar
+   2008's stepwise ``auto.arima``).
 
 No multiplicative model: changes take both signs. ``initialization_method`` is
 always explicit (statsmodels 0.15 requires it).
@@ -68,15 +70,34 @@ from forecasting.types import QUANTILES, STEPS_PER_DAY, SeriesMeta
 SEASON = STEPS_PER_DAY  # one day
 
 
-def _candidate_steps(y: np.ndarray):
-    """Candidates of the stepwise search on the level ``y``: ETS(A,N,N) of the one-step
-    changes and of the level; then, if the changes won, with an additive daily season of
-    the changes (only with two full seasons of changes). No trend: a trend in the changes
-    would be an acceleration of demand, and one in the level a drift."""
-    plain = dict(error="add", trend=None, damped_trend=False, seasonal=None)
-    best = yield [dict(plain, on="changes"), dict(plain, on="level")]
-    if best["on"] == "changes" and len(y) - 1 >= 2 * SEASON:
-        yield [dict(best, seasonal="add", seasonal_periods=SEASON)]
+READINGS = ("changes", "level")  #: the two readings of the level; ``changes`` first wins a tie
+#: the level reading replaces the changes only with a horizon MAE lower by more than this share: on a
+#: step-shaped pool both fit the last value (weights 0 and 1) and differ by rounding, not evidence
+TIE = 0.01
+PLAIN = dict(error="add", trend=None, damped_trend=False, seasonal=None)  #: ETS(A,N,N)
+
+
+def horizon_mae(y: np.ndarray, on: str, fitted: np.ndarray, shrink: float, horizon: int) -> float:
+    """Mean absolute error (GPUs) over leads ``1..horizon`` of a non-seasonal candidate's
+    forecasts from every origin of the fit window, from its one-step fitted values alone (no
+    look-ahead: the forecast from origin ``t`` uses ``y[..t]``).
+
+    ``y``: the fit window's level, shape ``(n,)``; ``fitted``: the candidate's one-step fitted
+    values, shape ``(n - 1,)`` (of ``y[1:]`` for ``level``, of ``diff(y)`` for ``changes``).
+    ETS(A,N,N) forecasts are flat in what they model: from origin ``t`` the level reading
+    forecasts ``fitted[t]`` at every lead, the changes reading ``y[t] + shrink * h * fitted[t]``.
+    This is the criterion between the readings: the tier is scored on the hour ahead, where a
+    smoothed level that wins one step ahead can lose to the last value after a step (AICc
+    measures one step only). NaN when the window is shorter than ``horizon + 1``."""
+    n = len(y)
+    if n <= horizon + 1:
+        return float("nan")
+    future = np.lib.stride_tricks.sliding_window_view(y[1:], horizon)  # (n - horizon, horizon): y[t+1 .. t+h]
+    t = np.arange(future.shape[0])
+    f1 = np.asarray(fitted, dtype="float64")[t][:, None]
+    h = np.arange(1, horizon + 1)[None, :]
+    pred = f1 if on == "level" else y[t][:, None] + shrink * h * f1
+    return float(np.nanmean(np.abs(future - pred)))
 
 
 def change_shrinkage(z: np.ndarray, fitted: np.ndarray) -> float:
@@ -136,6 +157,26 @@ def _build(y: np.ndarray, spec: dict) -> ETSModel:
     return ETSModel(pd.Series(z), initialization_method="known", initial_level=0.0, **ets)
 
 
+def _aicc(res) -> float:
+    """AICc of a fitted ETS model (AIC when AICc is undefined); ``inf`` when neither is finite."""
+    ic = res.aicc if np.isfinite(res.aicc) else res.aic
+    return float(ic) if np.isfinite(ic) else math.inf
+
+
+def _fit(y: np.ndarray, spec: dict, caught: list[str]):
+    """The fitted model of ``spec`` on ``y`` (:func:`_build`), or None when statsmodels raises;
+    the failure and any convergence warning are appended to ``caught``."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            res = _build(y, spec).fit(disp=False, maxiter=200)
+        except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # skipped, and noted
+            caught.append(f"{spec}: {type(exc).__name__}: {exc}")
+            return None
+        caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
+    return res
+
+
 class HourlyETS(Forecaster):
     """Exponential smoothing tier (see module docstring).
 
@@ -167,48 +208,48 @@ class HourlyETS(Forecaster):
             if np.nanmax(y) == np.nanmin(y):
                 self.fallbacks[sid] = "hourly: constant history, ETS has nothing to fit; naive (last value) used"
                 continue
-            best, best_ic, caught = self._select(y, _candidate_steps(y))
+            got, caught = self._choose(y)
             if caught:
                 self.warnings[sid] = caught[:5]
-            if best is None:
+            if got is None:
                 self.fallbacks[sid] = "hourly: no ETS candidate could be fitted; naive (last value) used"
                 continue
-            spec, res = best
+            spec, res, shrink = got
             self.models[sid] = {
                 "spec": spec,
                 "params": [float(v) for v in res.params],
                 "start": s.index[0],
-                "aicc": float(best_ic),
-                "shrink": (change_shrinkage(np.diff(y), np.asarray(res.fittedvalues, dtype="float64"))
-                           if spec["on"] == "changes" else 1.0),
+                "aicc": _aicc(res),
+                "shrink": shrink,
             }
         return self
 
-    @staticmethod
-    def _select(y: np.ndarray, steps):
-        """Stepwise AICc search over the candidates of the generator ``steps``;
-        returns ``((spec, results) | None, aicc, notes)``."""
-        best, best_ic, caught = None, math.inf, []
-        specs = next(steps)
-        while True:
-            for spec in specs:
-                with warnings.catch_warnings(record=True) as w:
-                    warnings.simplefilter("always")
-                    try:
-                        res = _build(y, spec).fit(disp=False, maxiter=200)
-                    except (ValueError, np.linalg.LinAlgError, FloatingPointError) as exc:  # skipped, and noted
-                        caught.append(f"{spec}: {type(exc).__name__}: {exc}")
-                        continue
-                    caught.extend(f"{spec}: {x.message}" for x in w if "Convergence" in type(x.message).__name__)
-                ic = res.aicc if np.isfinite(res.aicc) else res.aic
-                if np.isfinite(ic) and ic < best_ic:
-                    best, best_ic = (spec, res), ic
-            if best is None:
-                return None, best_ic, caught
-            try:
-                specs = steps.send(best[0])
-            except StopIteration:
-                return best, best_ic, caught
+    def _choose(self, y: np.ndarray):
+        """``((spec, results, shrink) | None, notes)``: ETS(A,N,N) of each reading
+        (:data:`READINGS`), the one with the lower :func:`horizon_mae` kept (the level by more than
+        :data:`TIE`);
+        then, for the changes and with two full seasons of them, ETS(A,N,A) with a daily season
+        replaces it only with a lower AICc (Hyndman & Khandakar 2008's stepwise pruning)."""
+        caught: list[str] = []
+        fitted = {on: r for on in READINGS if (r := _fit(y, dict(PLAIN, on=on), caught)) is not None}
+        if not fitted:
+            return None, caught
+        z = np.diff(y)
+        shrink = {on: change_shrinkage(z, np.asarray(r.fittedvalues, dtype="float64")) if on == "changes" else 1.0
+                  for on, r in fitted.items()}
+        mae = {on: horizon_mae(y, on, np.asarray(r.fittedvalues, dtype="float64"), shrink[on], self.horizon)
+               for on, r in fitted.items()}
+        score = {on: (mae[on] if np.isfinite(mae[on]) else math.inf) * (1.0 if on == READINGS[0] else 1.0 + TIE)
+                 for on in fitted}
+        on = min(fitted, key=lambda k: (score[k], READINGS.index(k)))
+        spec, res = dict(PLAIN, on=on), fitted[on]
+        if on == "changes" and len(z) >= 2 * SEASON:
+            seasonal = dict(spec, seasonal="add", seasonal_periods=SEASON)
+            r = _fit(y, seasonal, caught)
+            if r is not None and _aicc(r) < _aicc(res):
+                spec, res = seasonal, r
+                shrink[on] = change_shrinkage(z, np.asarray(r.fittedvalues, dtype="float64"))
+        return (spec, res, shrink[on]), caught
 
     def predict(self, history, origins=None):
         """Quantiles at each origin; a series without a fitted model, or whose model

@@ -70,8 +70,8 @@ def test_hourly_ets_exact_bands_match_statsmodels_simulation(on, seasonal):
 def test_hourly_ets_reads_a_noisy_steady_level_as_a_level_and_beats_naive():
     """Noise around a steady level (a web service's request rate): the level model wins the
     AICc, smooths the noise out (weight well below 1) and its 1-hour p50 beats the last value
-    out of sample; on a step-shaped pool the changes model (naive when the changes carry
-    nothing) is kept."""
+    out of sample; on a step-shaped pool the tier forecasts the last value (whichever reading
+    fits it), not a smoothed level that lags the steps."""
     rng = np.random.default_rng(1)
     y = 100.0 + rng.normal(0.0, 5.0, 864 + 600)
     h = frame(y[:864])
@@ -85,8 +85,10 @@ def test_hourly_ets_reads_a_noisy_steady_level_as_a_level_and_beats_naive():
     last = actual.reindex(pd.DatetimeIndex(f["issued_at"])).to_numpy()
     naive_err = np.abs(last - actual.reindex(f["timestamp"]).to_numpy()).mean()
     assert err < 0.8 * naive_err
-    steps = np.repeat([10.0, 14.0, 12.0, 18.0, 16.0, 20.0], 150)
-    assert make("hourly").fit(frame(steps), META).models["p"]["spec"]["on"] == "changes"
+    steps = frame(np.repeat([10.0, 14.0, 12.0, 18.0, 16.0, 20.0], 150))
+    stepped = make("hourly").fit(steps, META)
+    assert stepped.fallbacks == {}
+    np.testing.assert_allclose(stepped.predict(steps)["p50"], 20.0, atol=0.05)
 
 
 def test_hourly_fallback_short_history():
