@@ -12,7 +12,8 @@ Weights (per series, lead bucket and quantile level ``q``)
     Exponentially weighted average forecaster, the "Hedge" rule of Freund &
     Schapire (1997) and Cesa-Bianchi & Lugosi (2006, ch. 2), with a prior
     (Vovk's aggregating algorithm, 1990) that puts :data:`PRIOR_NAIVE` of the
-    mass on naive and shares the rest equally::
+    mass on naive and shares the rest equally (at 1 h with the hourly tier alone,
+    :data:`PRIOR_MEMBERS`)::
 
         w_m  ∝  prior_m · exp(-ETA · D · (L_m - L_naive) / L_naive)
 
@@ -61,16 +62,24 @@ REFERENCE = "naive"  #: the member the prior favours and losses are relative to
 #: 0.3 with the robust members (tuning windows, members level + revert +
 #: profile: median MASE / best of {naive, seasonal-naive, default Prophet} 0.938 / 1.043 with 0.3,
 #: 0.948-0.961 / 1.053-1.080 with 0.5 and two to five robust members; 0.971 / 1.071 without them;
-#: 0.3 put one series less in [0.90, 0.98] at 24 h and at 7 d there). At 1 h the
-#: sample's tuning windows favoured more prior on naive at every learning rate tried (median
-#: MASE / best peer over 0.5, 0.8, 0.9, 0.95, 0.99, 1.0: 1.034, 1.015, 1.007, 1.004, 1.001, 1.000
-#: at ETA 20): no member beat persistence there, so the 1 h band is naive (a member needs a
-#: prior weight to gain any; the weights and losses are still reported)
-PRIOR_NAIVE: dict[str, float] = {"1h": 1.0, "24h": 0.3, "7d": 0.3}
+#: 0.3 put one series less in [0.90, 0.98] at 24 h and at 7 d there). At 1 h the prior is shared
+#: by naive and the hourly tier alone (:data:`PRIOR_MEMBERS`), half each: the hourly tier forecasts
+#: the last value wherever it cannot beat it over its fit window (:mod:`forecasting.tiers.hourly_ets`),
+#: so the share costs nothing there and the record moves the weight within hours where it can
+#: (tuning windows: the web service's 1 h MASE 0.941 x naive's, every other series 1.000; with
+#: the prior spread over every member instead, 1.034-1.015 at 0.5-0.8, so the 1 h band was naive)
+PRIOR_NAIVE: dict[str, float] = {"1h": 0.5, "24h": 0.3, "7d": 0.3}
 #: learning rate per day of evidence, on losses relative to naive's, per lead band: persistence
 #: is nearly unbeatable at 1 h, so there the weights follow the record fast (chosen on the
 #: tuning windows from 2, 5, 10, 20, 50, 100; README "Results on the embedded sample")
 ETA: dict[str, float] = {"1h": 20.0, "24h": 2.0, "7d": 5.0}
+#: per lead band, the members that share the prior mass left by naive (absent: every member). At 1 h
+#: only the band's own tier (:data:`forecasting.buckets.OWNER`): the others (the day and week models, the
+#: robust levels, seasonal-naive) are built for longer leads; on the sample's tuning windows at 1 h each
+#: was worse than persistence on every series but one, where the best of them was 0.4 % better
+#: (MASE / naive's, medians: daily 1.08, revert 1.05, weekly 2.7, level 5.0, profile 5.0, seasonal-naive
+#: 5.6), so a prior share for them is a cost with little chance of a gain
+PRIOR_MEMBERS: dict[str, tuple[str, ...]] = {"1h": ("hourly",)}
 HALF_LIFE = pd.Timedelta("3D")  #: age at which a realised row counts half
 LOOKBACK = pd.Timedelta("21D")  #: realised rows older than this are ignored
 DAY_NS = pd.Timedelta("1D").value
@@ -96,13 +105,18 @@ def _aligned(frames: dict[str, pd.DataFrame], band: str) -> tuple[pd.DataFrame, 
     return wide, names
 
 
-def prior(names: list[str], prior_naive: float = PRIOR_NAIVE["24h"]) -> np.ndarray:
-    """Prior weights over ``names``: ``prior_naive`` on naive (when present), the rest
-    shared equally; equal weights when naive is absent or alone."""
+def prior(names: list[str], prior_naive: float = PRIOR_NAIVE["24h"], share: tuple[str, ...] | None = None
+          ) -> np.ndarray:
+    """Prior weights over ``names``: ``prior_naive`` on naive (when present), the rest shared
+    equally by the members named in ``share`` (every other member when ``share`` is None or
+    names none present; the others get 0); equal weights when naive is absent or alone."""
     n = len(names)
     if REFERENCE not in names or n == 1:
         return np.full(n, 1.0 / n)
-    p = np.full(n, (1.0 - prior_naive) / (n - 1))
+    takers = np.array([nm != REFERENCE and (not share or nm in share) for nm in names])
+    if not takers.any():
+        takers = np.array([nm != REFERENCE for nm in names])
+    p = np.where(takers, (1.0 - prior_naive) / takers.sum(), 0.0)
     p[names.index(REFERENCE)] = prior_naive
     return p
 
@@ -114,11 +128,11 @@ def band_eta(eta: float | dict[str, float], band: str) -> float:
 
 
 def hedge_weights(loss: np.ndarray, days: float, names: list[str], eta: float = ETA["24h"],
-                  prior_naive: float = PRIOR_NAIVE["24h"]) -> np.ndarray:
+                  prior_naive: float = PRIOR_NAIVE["24h"], share: tuple[str, ...] | None = None) -> np.ndarray:
     """Weights of the members (module docstring) from their mean losses ``loss`` (one per
     name, same unit) over ``days`` days of evidence. Members with a non-finite loss get 0;
-    no evidence (``days == 0``) gives the prior."""
-    p = prior(names, prior_naive)
+    no evidence (``days == 0``) gives the prior (:func:`prior` with ``prior_naive`` and ``share``)."""
+    p = prior(names, prior_naive, share)
     ok = np.isfinite(loss)
     if days <= 0 or not ok.any():
         return p
@@ -209,7 +223,7 @@ def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, at: pd
             loss, days = _Bucket(t8, qv, y, np.flatnonzero(bucket == b)).state(at8, half_life)
             spec[band][BUCKETS[b][0]] = {
                 q: _entry(names, loss[:, j], days, hedge_weights(loss[:, j], days, names, band_eta(eta, band),
-                                                             band_eta(prior_naive, band)))
+                                                             band_eta(prior_naive, band), PRIOR_MEMBERS.get(band)))
                 for j, q in enumerate(QCOLS)}
     return spec
 
@@ -233,7 +247,7 @@ def apply_combination(frames: dict[str, pd.DataFrame], spec: dict[str, dict], se
             for j, q in enumerate(QCOLS):
                 w = np.array([bspec[label][q]["weights"].get(n, 0.0) for n in names])
                 if w.sum() <= 0:
-                    w = prior(names, band_eta(PRIOR_NAIVE, band))
+                    w = prior(names, band_eta(PRIOR_NAIVE, band), PRIOR_MEMBERS.get(band))
                 vals[m, j] = qv[m, :, j] @ (w / w.sum())
         parts.append(_band_frame(wide, vals))
     return _finish(parts, series_id)
@@ -266,7 +280,8 @@ def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id
                 loss, days = hist.state(int(o), half_life)
                 target = rows[i8[rows] == o]
                 for j in range(len(QCOLS)):
-                    w = hedge_weights(loss[:, j], days, names, band_eta(eta, band), band_eta(prior_naive, band))
+                    w = hedge_weights(loss[:, j], days, names, band_eta(eta, band), band_eta(prior_naive, band),
+                                      PRIOR_MEMBERS.get(band))
                     vals[target, j] = qv[target, :, j] @ w
                     if j == 0:
                         w50.append(w)

@@ -329,3 +329,18 @@ def test_a_prior_of_one_on_naive_keeps_the_band_at_naive_whatever_the_evidence()
         w = hedge_weights(np.array([0.5, 1.0]), 10.0, names, 20.0, prior_naive=1.0)
     np.testing.assert_array_equal(w, [0.0, 1.0])
     assert band_eta(PRIOR_NAIVE, "24h") < 1.0  # the longer bands still learn from the record
+
+
+def test_at_one_hour_the_prior_is_shared_by_naive_and_the_hourly_tier_alone():
+    from forecasting.combination import ETA, PRIOR_MEMBERS, PRIOR_NAIVE, band_eta, prior
+
+    names = ["hourly", "daily", "seasonal_naive", "naive"]
+    p = prior(names, PRIOR_NAIVE["1h"], PRIOR_MEMBERS["1h"])
+    np.testing.assert_allclose(p, [1 - PRIOR_NAIVE["1h"], 0.0, 0.0, PRIOR_NAIVE["1h"]])
+    np.testing.assert_allclose(prior(names, 0.4), [0.2, 0.2, 0.2, 0.4])  # other bands: every member
+    # a better hourly tier takes the band within a day of evidence; a better member with no prior cannot
+    loss = np.array([0.8, 0.5, 2.0, 1.0])
+    w = hedge_weights(loss, 1.0, names, band_eta(ETA, "1h"), PRIOR_NAIVE["1h"], PRIOR_MEMBERS["1h"])
+    assert w[0] > 0.95 and w[1] == 0.0
+    # no members named present: the rest goes to every other member, as before
+    np.testing.assert_allclose(prior(["daily", "naive"], 0.5, ("hourly",)), [0.5, 0.5])
