@@ -298,7 +298,8 @@ class HourlyETS(Forecaster):
             centre, sd = path, level_sd(sigma, alpha, self.horizon)
         else:
             centre, sd = y[-1] + m["shrink"] * np.cumsum(path), change_sum_sd(sigma, alpha, self.horizon)
-        out = centre[:, None] + sd[:, None] * norm.ppf(np.asarray(QUANTILES))[None, :]
+        with np.errstate(invalid="ignore", over="ignore"):  # a non-finite context: refused just below
+            out = centre[:, None] + sd[:, None] * norm.ppf(np.asarray(QUANTILES))[None, :]
         if not np.all(np.isfinite(out)):
             return None, "gave non-finite quantiles"
         return out, ""
