@@ -83,3 +83,45 @@ def test_every_origin_is_blended_on_its_own_and_short_origins_are_left_alone():
         g = out[out["issued_at"] == o].sort_values("timestamp")
         assert abs(steps_at(g, DAY)) < 1e-9
     np.testing.assert_allclose(out[out["issued_at"] == ORIGIN + pd.Timedelta("1h")]["p50"], 220.0)
+
+
+def test_the_assembled_plan_forecast_steps_at_no_boundary_beyond_its_members():
+    """Through :func:`forecasting.assemble.assemble`: demand ramps up 10 GPUs a day; the weekly
+    member forecasts the ramp (smooth, 0.035 GPU per step), every other member the last value (flat).
+    The weekly member earns more weight at longer leads, bucket by bucket; the plan forecast's p50
+    and p95 must still not step at any boundary by more than the weekly member's own step."""
+    from forecasting.assemble import assemble
+    from forecasting.tiers import ROLLING_MODELS
+
+    start = pd.Timestamp("2024-01-01", tz="UTC")
+    ts = pd.date_range(start, periods=21 * DAY, freq="5min")
+    days = np.arange(len(ts)) / DAY
+    h5 = pd.DataFrame({"series_id": "s", "timestamp": ts, "value": 100.0 + 10.0 * days})
+
+    def forecasts(origins):
+        rows = {m: [] for m in ROLLING_MODELS}
+        lead = np.arange(1, MAX_STEPS + 1)
+        for o in origins:
+            last = 100.0 + 10.0 * ((o - start) / pd.Timedelta("1D"))
+            targets = o + pd.to_timedelta(5 * lead, unit="min")
+            for m in ROLLING_MODELS:
+                p50 = last + (10.0 * lead / DAY if m == "weekly" else 0.0)
+                f = pd.DataFrame({"series_id": "s", "tier": m, "issued_at": o, "timestamp": targets, "p50": p50})
+                for q, w in zip(QCOLS[1:], (3.0, 5.0, 9.0)):
+                    f[q] = p50 + w
+                rows[m].append(f)
+        return {m: pd.concat(v, ignore_index=True) for m, v in rows.items()}
+
+    origins = [o - pd.Timedelta("5min") for o in pd.date_range(start + pd.Timedelta("7D"), ts[-1], freq="4h")]
+    rolling = forecasts(origins)
+    rolling = {m: f[f["timestamp"] <= ts[-1]] for m, f in rolling.items()}
+    finals = forecasts([ts[-1]])
+    out = assemble(h5, ["s"], rolling, finals)
+    plan = out.final.sort_values("timestamp")
+    w = out.combination["s"]["final"]["combination"]
+    assert w["7d"]["7d:5D-7D"]["p50"]["weights"]["weekly"] > w["24h"]["24h:1h-3h"]["p50"]["weights"].get("weekly", 0)
+    weekly_step = 10.0 / DAY
+    for L, _ in boundaries():
+        for q in ("p50", "p95"):
+            step = float(plan[q].iloc[L] - plan[q].iloc[L - 1])
+            assert abs(step) <= weekly_step + 1e-6, (L, q, step)
