@@ -108,6 +108,17 @@ def main(argv: list[str] | None = None) -> None:
     diagnostics(doc, keep["rolling"], keep["prep"], bound=not a.no_bound)
 
 
+def record_as(argv: list[str]) -> str:
+    """The RESULTS.md section a run with options ``argv`` is recorded in (:mod:`benchmarks.runner`):
+    ``accuracy-source`` when ``--source`` names anything but the embedded sample (e.g. the scaled
+    Earth pools or unseen traces), so such a run keeps the sample's ``accuracy`` section, else
+    ``accuracy``."""
+    src = next((a.split("=", 1)[1] for a in argv if a.startswith("--source=")), None)
+    if src is None and "--source" in argv and argv.index("--source") + 1 < len(argv):
+        src = argv[argv.index("--source") + 1]
+    return "accuracy-source" if src not in (None, "sample") else "accuracy"
+
+
 def _actual(prep, sid: str) -> pd.Series:
     g = prep.h5[prep.h5["series_id"] == sid]
     return pd.Series(g["value"].to_numpy(), index=pd.DatetimeIndex(g["timestamp"]))

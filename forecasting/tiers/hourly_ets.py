@@ -52,7 +52,6 @@ rolling-origin backtests re-estimate weekly. A series the model cannot serve
 gets naive quantiles and a stated entry in ``fallbacks``.
 """
 
-
 from __future__ import annotations
 
 import math
@@ -141,7 +140,7 @@ def level_sd(sigma: float, alpha: float, horizon: int) -> np.ndarray:
 
 def _build(y: np.ndarray, spec: dict) -> ETSModel:
     """An ETS model of the level ``y`` as ``spec["on"]`` reads it, on the observations
-    ``y[1:]`` given ``y[0]`` either way (so the candidates' AICc compare).
+    ``y[1:]`` given ``y[0]`` either way (so both readings forecast the same points).
 
     ``on == "changes"``: of the one-step changes ``diff(y)``; a non-seasonal model starts
     from a known level of 0 (no change): an estimated initial level of the changes is a
@@ -227,9 +226,8 @@ class HourlyETS(Forecaster):
     def _choose(self, y: np.ndarray):
         """``((spec, results, shrink) | None, notes)``: ETS(A,N,N) of each reading
         (:data:`READINGS`), the one with the lower :func:`horizon_mae` kept (the level by more than
-        :data:`TIE`);
-        then, for the changes and with two full seasons of them, ETS(A,N,A) with a daily season
-        replaces it only with a lower AICc (Hyndman & Khandakar 2008's stepwise pruning)."""
+        :data:`TIE`); then, for the changes and with two full seasons of them, ETS(A,N,A) with a
+        daily season replaces it only with a lower AICc (Hyndman & Khandakar 2008's stepwise pruning)."""
         caught: list[str] = []
         fitted = {on: r for on in READINGS if (r := _fit(y, dict(PLAIN, on=on), caught)) is not None}
         if not fitted:
