@@ -5,16 +5,12 @@ Run: ``python -m benchmarks accuracy [--series ID ...] [--json PATH]``
 capplan has never seen, e.g. held-out ones, the same way; ``bash scripts/setup.sh bench`` installs
 statsforecast for the AutoETS peer, without which it is left out and said so).
 
-The targets, on the evaluation windows (rolling origins, no look-ahead):
-
-* median over series of MASE(combined) / the best MASE of {naive,
-  seasonal-naive, default Prophet, AutoETS}: <= 0.90 at 24 h and 7 d, <= 1.0 at 1 h;
-* coverage_p95 in [0.90, 0.98] on every series, median in [0.93, 0.97];
-* at 24 h, idle ratio at p95 no higher than the naive-conformal rule's.
+The targets, on the evaluation windows (rolling origins, no look-ahead), are those of
+:mod:`benchmarks.accuracy_targets`; each is printed as ``[met]`` or ``[MISSED]`` with its figure.
 
 Prints one summary row per band, then each series' ratio to its best peer
-(a win is < 1) with the members that carry the combination's p50 weight, then
-two diagnostics (evidence, never used by the product):
+(a win is < 1) with the members that carry the combination's p50 weight, then the targets, then
+diagnostics (evidence, never used by the product):
 
 * the hindsight bound (:mod:`benchmarks.forecast_hindsight`): the MASE of the convex
   combination of every member and peer with weights per lead bucket fitted ON
@@ -40,6 +36,7 @@ import pandas as pd
 
 
 from benchmarks import common
+from benchmarks.accuracy_targets import MEDIAN_TARGET, targets
 from benchmarks.forecast_hindsight import hindsight_mase
 from benchmarks.frames import save_frames
 from capplan.commands.backtest import run_backtest
@@ -79,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         save_frames(a.save_frames, keep["rolling"], keep["prep"].h5, keep["prep"].windows)
     for note in doc["notes"]:
         print(note)
-    target = {"1h": 1.0, "24h": 0.90, "7d": 0.90}
+    target = MEDIAN_TARGET
     print(f"{'band':5} {'series':>6} {'MASE/best peer':>14} {'target':>6} {'wins':>4} {'losses':>6} "
           f"{'cov p95 med':>11} {'cov range':>13} {'in[.90,.98]':>11} {'idle p95':>8} {'naive-conf':>10}")
     for band in BANDS:
@@ -105,7 +102,11 @@ def main(argv: list[str] | None = None) -> None:
             who = "+".join(s["members"][last[-1]]) if last else "?"
             cells.append(f"{band} {r:.2f} ({best}) cov {row['combined']['coverage_p95']:.2f} [{who}]")
         print(f"{sid:24} " + "; ".join(cells))
-    diagnostics(doc, keep["rolling"], keep["prep"], bound=not a.no_bound)
+    boundary = {sid: boundary_steps(keep["rolling"], sid) for sid in doc["series"]}
+    print("\ntargets (benchmarks/accuracy_targets.py)")
+    for name, met, fig in targets(doc, boundary):
+        print(f"  [{'met' if met else 'MISSED'}] {name}: {fig}")
+    diagnostics(doc, keep["rolling"], keep["prep"], boundary, bound=not a.no_bound)
 
 
 def record_as(argv: list[str]) -> str:
@@ -156,12 +157,13 @@ def boundary_steps(rolling: dict[str, pd.DataFrame], sid: str, tol: float = 1e-6
     return checked, over, worst
 
 
-def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, bound: bool = True) -> None:
-    """Print the boundary steps, the hindsight bound and the coverage floor (module docstring)."""
+def diagnostics(doc: dict, rolling: dict[str, pd.DataFrame], prep, boundary: dict[str, tuple[int, int, float]],
+                bound: bool = True) -> None:
+    """Print the boundary steps (``boundary``: per series, :func:`boundary_steps`), the hindsight
+    bound and the coverage floor (module docstring)."""
     print("\nboundary steps: (origin, lead-bucket boundary) pairs where the combined p50 steps by more than "
           "the largest member step there / pairs checked (worst excess, GPUs)")
-    for sid in doc["series"]:
-        checked, over, worst = boundary_steps(rolling, sid)
+    for sid, (checked, over, worst) in boundary.items():
         print(f"{sid:24} {over}/{checked} ({max(worst, 0.0):.3f})")
     print("\ncoverage floor where coverage_p95 > 0.98: share of evaluation rows with demand <= combined p50 "
           "(no band >= p50 covers less) / <= naive (last value)")
