@@ -20,3 +20,21 @@ def test_a_fall_the_past_cannot_see_leaves_the_model_free_day_idle():
     out = daily_layer_idle(inp, 0.4)
     assert out["idle_perfect_day"] == 0.0 and out["idle_p50_day"] == 0.0  # both buy the day's 60
     assert out["idle_empirical_day"] == pytest.approx(0.4)  # the last week's 100 for a demand of 60
+
+
+def test_the_hindsight_check_counts_policies_that_meet_regret_and_idle_at_the_coverage():
+    from benchmarks.earth_pool import target_counts
+
+    rows = [(1.10, 0.96, 0.10),   # meets all three (limit idle 0.074 + 0.03)
+            (1.05, 0.96, 0.14),   # cheap but idle
+            (1.30, 0.97, 0.08),   # lean but dear
+            (1.00, 0.90, 0.05),   # covers too little: not counted
+            (float("nan"), 0.99, 0.05)]
+    out = target_counts(rows, 0.074)
+    assert out["hindsight_feasible"] == 1
+    assert out["hindsight_idle_at_regret"] == pytest.approx(0.10)
+    assert out["hindsight_regret_at_idle"] == pytest.approx(1.10)
+    out = target_counts(rows[1:], 0.074)
+    assert out["hindsight_feasible"] == 0
+    assert out["hindsight_idle_at_regret"] == pytest.approx(0.14) and out["hindsight_regret_at_idle"] == pytest.approx(1.30)
+    assert np.isnan(target_counts([], 0.074)["hindsight_idle_at_regret"])
