@@ -63,6 +63,7 @@ import pandas as pd
 
 from benchmarks import common
 from benchmarks.earth_pool import scale_rows, scale_targets
+from benchmarks.seed_forecasts import forecast_moves
 from benchmarks.policy_hindsight import hindsight_best
 from capplan.config import CapplanConfig, load_config
 from capplan.stages.search import search_tasks
@@ -328,6 +329,16 @@ def main(argv: list[str] | None = None) -> None:
         print((spread_table(rec) if refit else spread).to_string(float_format=lambda x: f"{x:,.1f}"))
         dev = spread["max_dev_pct"].fillna(0)
         print(f"  series within 3 %: {int((dev <= 3).sum())} of {len(dev)}")
+        if a.forecast_sets:
+            moves = forecast_moves(a.forecast_sets, a.seeds, sorted(prep.windows))
+            print(f"\nForecasts across those seeds (benchmarks.seed_forecasts): mean |seed - seed {a.seeds[0]}| / mean "
+                  "|seed " f"{a.seeds[0]}|, %, the largest over the seeds; combined forecasts beside each series' cost spread")
+            comb = moves[moves["tier"] == "combined"].set_index("series")[["p50_pct", "p95_pct"]]
+            comb["cost_max_dev_pct"] = spread["max_dev_pct"].reindex(comb.index)
+            print(comb.to_string(float_format=lambda x: f"{x:,.3f}"))
+            moved = moves[moves["tier"] != "combined"].groupby("tier")[["p50_pct", "p95_pct"]].median()
+            print("  members that move (median over series): " + "; ".join(
+                f"{t} p50 {r.p50_pct:.2f} % p95 {r.p95_pct:.2f} %" for t, r in moved.iterrows()))
         print(f"  [{'met' if dev.max() <= 2 else 'MISSED'}] every series (the large pools included) within 2 % of "
               f"its median cost: largest {dev.max():.1f} % ({dev.idxmax()})")
         for s, df in by_seed.items():
