@@ -36,7 +36,7 @@ import pandas as pd
 
 
 from benchmarks import common
-from benchmarks.accuracy_targets import MEDIAN_TARGET, targets
+from benchmarks.accuracy_targets import MEDIAN_TARGET, ratio_to_best, targets
 from benchmarks.forecast_hindsight import hindsight_mase
 from benchmarks.frames import save_frames
 from capplan.commands.backtest import run_backtest
@@ -93,11 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     for sid, s in doc["series"].items():
         cells = []
         for band, row in s["horizons"].items():
-            peers = {m: row[m]["mase"] for m in BEST_OF if m in row and row[m]["mase"] == row[m]["mase"]}
-            if "combined" not in row or not peers:
+            r, best = ratio_to_best(row, BEST_OF)
+            if best is None:
                 continue
-            best = min(peers, key=peers.get)
-            r = row["combined"]["mase"] / peers[best] if peers[best] > 0 else float("nan")
             last = [b for b in s.get("members", {}) if b.startswith(band + ":")]
             who = "+".join(s["members"][last[-1]]) if last else "?"
             cells.append(f"{band} {r:.2f} ({best}) cov {row['combined']['coverage_p95']:.2f} [{who}]")

@@ -40,20 +40,22 @@ MIN_ROWS = 20  #: series-bands with fewer evaluation rows are left out of the co
 COVERAGE_SHARE = 0.75
 
 
-def _ratio(row: dict, names, model: str = "combined") -> tuple[float, str | None]:
-    """``MASE(model) / the lowest MASE among names`` scored in ``row`` (NaN without a positive best)."""
+def ratio_to_best(row: dict, names, model: str = "combined") -> tuple[float, str | None]:
+    """``(MASE(model) / the lowest MASE among names scored in row, that model)`` for one series-band
+    ``row`` (``{model: {"mase": ...}}``); the ratio is NaN when the best MASE is 0, and the pair
+    ``(NaN, None)`` when ``model`` or every one of ``names`` is missing there."""
     v = {m: row[m]["mase"] for m in names if m in row and m != model and np.isfinite(row[m]["mase"])}
-    if model not in row or not v or min(v.values()) <= 0:
+    if model not in row or not v:
         return float("nan"), None
     best = min(v, key=v.get)
-    return float(row[model]["mase"] / v[best]), best
+    return (float(row[model]["mase"] / v[best]) if v[best] > 0 else float("nan")), best
 
 
 def peer_ratios(doc: dict, band: str) -> dict[str, float]:
     """Per series, MASE(combined) / its best peer in ``band`` (finite ratios only)."""
     out = {}
     for sid, s in doc["series"].items():
-        r, _ = _ratio(s["horizons"].get(band, {}), BEST_OF)
+        r, _ = ratio_to_best(s["horizons"].get(band, {}), BEST_OF)
         if np.isfinite(r):
             out[sid] = r
     return out
@@ -64,7 +66,7 @@ def member_ratios(doc: dict) -> dict[tuple[str, str], tuple[float, str]]:
     out = {}
     for sid, s in doc["series"].items():
         for band, row in s["horizons"].items():
-            r, best = _ratio(row, ROLLING_MODELS)
+            r, best = ratio_to_best(row, ROLLING_MODELS)
             if np.isfinite(r):
                 out[(sid, band)] = (r, best)
     return out
