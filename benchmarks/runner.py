@@ -29,6 +29,8 @@ from benchmarks.results import RESULTS, Run, record
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "accuracy": ("accuracy", "forecast accuracy of the combination against its peers per lead band (MASE, coverage)"),
     "tier-accuracy": ("tier_accuracy", "each tier against its reference on its own horizon, from a backtest JSON"),
+    "persistence": ("persistence_bound", "how far any forecast can beat the last value at 1 h: unchanged share, "
+                    "hindsight and causal bounds"),
     "rescore": ("rescore", "the combination and calibration re-scored on saved member forecasts"),
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "
