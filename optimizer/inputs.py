@@ -57,8 +57,8 @@ def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
 
 
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
-                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800
-                 ) -> tuple[ReplayInput, list[str]]:
+                 start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800,
+                 spot_outage: str = "recovery", replacement_s: int = 90) -> tuple[ReplayInput, list[str]]:
     """The replay input of one series on ``[start, end]`` and notes on its fallbacks.
 
     ``history``: the series' rows of a history frame on the 5-minute grid
@@ -67,7 +67,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     replica; ``price_book``: GPU model -> USD per GPU-hour
     (:func:`optimizer.prices.price_for` states a fallback price in the notes);
     ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
-    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`).
+    spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`);
+    ``spot_outage`` and ``replacement_s`` (seconds) say what an interruption costs in the training
+    replay (:func:`optimizer.replay.spot_outage`).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
@@ -76,7 +78,8 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     step_s = int(pd.Series(ts).diff().median().total_seconds()) if len(ts) > 1 else int(STEP.total_seconds())
     inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=step_s,
                       fc_step_s=int(STEP.total_seconds()), price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
-                      history_before=history["value"].to_numpy()[ts < start])
+                      history_before=history["value"].to_numpy()[ts < start], spot_outage=spot_outage,
+                      replacement_s=replacement_s)
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":

@@ -12,8 +12,13 @@ Training pools (:func:`replay_training`, vectorised with numpy)
       the on-demand price for the hour and every change counts as a scale event;
     * spot interruptions arrive at ``interruption_rate`` per spot GPU-hour
       (Poisson, drawn from a seeded stream shared by every policy — common
-      random numbers); each one loses one GPU for ``recovery_s`` (the seeds:
-      30 min of checkpoint recovery);
+      random numbers). What an interruption costs is the input's ``spot_outage``
+      (setting ``plan.spot_outage``, :func:`spot_outage`): ``recovery`` (default) holds
+      the GPU out of capacity for ``recovery_s`` (the seeds: 30 min of checkpoint
+      recovery) with no replacement; ``replacement`` has the cluster autoscaler
+      replace it after ``replacement_s`` (the node cold start) and buys the lost
+      work, ``recovery_s`` GPU-seconds per interruption, on demand: the accounting
+      the newsvendor ratio's effective spot price assumes (:mod:`optimizer.layers`);
     * demand above capacity is unmet (GPU-hours); with ``queue_unmet`` it is
       carried to later intervals (Lindley recursion).
 
@@ -63,7 +68,7 @@ from optimizer.empirical import with_empirical_levels
 from optimizer.lookahead import replay_lookahead
 from optimizer.predictive import replay_predictive
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
-from optimizer.replay_core import (ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
+from optimizer.replay_core import (SPOT_OUTAGES, ReplayInput, hpa_from_params, latest_before, observed_demand,  # noqa: F401
                                    period_lookup, period_reduce, prescale_demand, run_controller, window_metrics)
 from optimizer.purchase import purchase_mix, reserved_level, sellable_layers, spot_terms, within_quota
 from optimizer.whole_units import count_tolerance, whole
@@ -153,21 +158,39 @@ def account_training(inp: ReplayInput, reserved: np.ndarray, od: np.ndarray, spo
     if inp.hold_to_quota:
         reserved, od, spot, hourly = within_quota(inp.quota, reserved, od, spot, hourly)
     interruption_rate, recovery_s = spot_terms(inp.price, interruption_rate, recovery_s)
-    lost = spot_losses(spot, inp.step_s, interruption_rate, recovery_s, seed)
+    lost, redo = spot_outage(inp, spot, interruption_rate, recovery_s, seed)
     cap = reserved + od + spot + hourly - lost
     demand = inp.demand
     if queue_unmet:
         demand = _queue(demand, cap)
-    step_cost = (reserved * inp.price.reserved + (od + hourly) * inp.price.on_demand + spot * inp.price.spot) \
+    step_cost = (reserved * inp.price.reserved + (od + hourly + redo) * inp.price.on_demand + spot * inp.price.spot) \
         * step_h * inp.gpus_per_unit
     cost = float(step_cost.sum())
     events = sum(int(np.count_nonzero(np.diff(x))) for x in (reserved, od + spot, hourly))
     series = {"reserved": reserved, "on_demand": od, "spot": spot, "on_demand_hourly": hourly, "lost": lost,
+              "on_demand_redo": redo,
               "provisioned": cap, "spot_refused": refused, "asked": asked}
     m = window_metrics(demand, cap, cost, step_h, events, step_cost)
     m.mix = purchase_mix(series, inp.price, inp.step_s, inp.gpus_per_unit)
     m.spot_refused_gpu_hours = round(float(refused.sum()) * step_h * inp.gpus_per_unit, 3)
     return m, series
+
+
+def spot_outage(inp: ReplayInput, spot: np.ndarray, rate_per_gpu_hour: float, recovery_s: int,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(lost, redo)`` per step of ``inp``: spot GPUs out of capacity, and GPUs of redone work bought
+    on demand (GPU-steps; 0 under ``recovery``), for the input's ``spot_outage`` model (module
+    docstring). ``replacement``: each interruption (the same seeded draws as :func:`spot_losses`) is
+    out for ``inp.replacement_s`` (at least one step), and its ``recovery_s`` of lost work is bought
+    on demand. Raises ValueError for an unknown model."""
+    if inp.spot_outage == "recovery":
+        return spot_losses(spot, inp.step_s, rate_per_gpu_hour, recovery_s, seed), np.zeros_like(spot, dtype=float)
+    if inp.spot_outage != "replacement":
+        raise ValueError(f"unknown spot_outage {inp.spot_outage!r}; use one of {', '.join(SPOT_OUTAGES)}")
+    first = spot_losses(spot, inp.step_s, rate_per_gpu_hour, inp.step_s, seed)  # interruptions per step
+    k = max(1, int(np.ceil(inp.replacement_s / inp.step_s - 1e-9)))
+    lost = np.minimum(np.convolve(first, np.ones(k))[: len(spot)], spot)
+    return lost, first * recovery_s / inp.step_s
 
 
 def spot_losses(spot: np.ndarray, step_s: int, rate_per_gpu_hour: float, recovery_s: int, seed: int) -> np.ndarray:

@@ -20,6 +20,10 @@ from optimizer.prices import GpuPrice
 from optimizer.purchase import layer_mix
 
 
+#: ``plan.spot_outage`` models (:func:`optimizer.replay.spot_outage`)
+SPOT_OUTAGES = ("recovery", "replacement")
+
+
 @dataclass
 class ReplayInput:
     """Demand and forecast lookups for one series on one window.
@@ -54,6 +58,8 @@ class ReplayInput:
     hold_to_quota: bool = False  # training: the replay holds the pool to ``quota`` (optimizer.purchase.within_quota)
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
+    spot_outage: str = "recovery"  # training: what a spot interruption costs (optimizer.replay.spot_outage)
+    replacement_s: int = 90  # training, spot_outage "replacement": until a replacement node serves (cold start, s)
 
 
 def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> tuple[pd.DatetimeIndex, np.ndarray]:

@@ -75,7 +75,8 @@ def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.Dat
     or its native grid for a finer inference series) and its combined rolling forecasts.
     ``book``: GPU prices (default ``cfg.price_book()``)."""
     book = cfg.price_book() if book is None else book
-    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
+    rk = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s,
+          "spot_outage": cfg.plan.spot_outage, "replacement_s": cfg.plan.cold_start_s}
     # every point before the evaluation window: a 1-minute inference series' last 4 minutes too (not eval_start - STEP)
     tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - pd.Timedelta(1, "ns"),
                                 **rk)

@@ -68,6 +68,34 @@ def test_spot_interruptions_lose_capacity_for_recovery_time():
     assert (huge <= 3.0).all() and huge.max() == 3.0
 
 
+def test_replaced_spot_is_out_for_the_cold_start_and_its_lost_work_is_bought_on_demand():
+    """``spot_outage: replacement``: an interrupted GPU is back after the replacement's cold start
+    (one 5-minute step here), and the recovery time of each interruption is paid at on-demand."""
+    n = 20000
+    spot, zero = np.full(n, 3000.0), np.zeros(n)
+    demand = np.full(n, 2990.0)
+    held, replaced = inp(demand), inp(demand)
+    replaced.spot_outage, replaced.replacement_s = "replacement", 90
+    m_h, s_h = account_training(held, zero, zero, spot, 0.01, 1800, seed=3)
+    m_r, s_r = account_training(replaced, zero, zero, spot, 0.01, 1800, seed=3)
+    # Little's law: GPUs out = rate x spot x time out: 0.01 x 3000 x 0.5 h = 15 held, x 1/12 h = 2.5 replaced
+    assert s_h["lost"].mean() == pytest.approx(15.0, rel=0.05)
+    assert s_r["lost"].mean() == pytest.approx(2.5, rel=0.05)
+    assert m_r.coverage > 0.99 > 0.5 > m_h.coverage  # 10 spare GPUs cover the replaced pool, not the held one
+    # the redone work: 0.01 x 3000 interruptions an hour x 0.5 h, on demand, on top of the spot price
+    hours = n * 300 / 3600
+    assert m_r.cost_usd - m_h.cost_usd == pytest.approx(0.01 * 3000 * 0.5 * hours * PRICE.on_demand, rel=0.05)
+    assert sum(v["cost_usd"] for v in m_r.mix.values()) == pytest.approx(m_r.cost_usd, rel=1e-6)
+    assert s_r["on_demand_redo"].sum() > 0 and s_h["on_demand_redo"].sum() == 0
+
+
+def test_an_unknown_spot_outage_model_is_refused():
+    i = inp([10.0] * 12)
+    i.spot_outage = "never"
+    with pytest.raises(ValueError, match="unknown spot_outage 'never'"):
+        account_training(i, np.zeros(12), np.zeros(12), np.full(12, 10.0), 0.5, 1800)
+
+
 def test_training_accounting_cost_and_metrics():
     i = inp([10.0] * 12)
     r = np.full(12, 6.0)
