@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks capacity [--forecasts OUT_DIR | --retrain [--keep-forecasts DIR]] [--seeds 0 1 2 3 4]
 [--series ID ...] [--n-calls N] [--source SRC --timezone TZ] [--config capplan.yaml]
-[--earth 1 10 [--earth-cache DIR]]``; ``--seeds 0 --series train/vc6YE`` for a
+[--earth 1 10] [--flat 3300] [--earth-cache DIR]``; ``--seeds 0 --series train/vc6YE`` for a
 quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DIR`` on unseen traces (plan
 them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
@@ -23,6 +23,8 @@ stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.sea
 4. with ``--earth SCALE ...``, the large-pool case of :mod:`benchmarks.earth_pool` (the
    sample's training pools as one pool, at each scale): regret <= 1.12 and idle ratio within
    0.03 of the perfect-foresight plan's (first seed); with several seeds, their spread in item 3;
+   ``--flat GPUS ...`` adds a large flat pool of each level (:func:`benchmarks.earth_pool.flat_pool`),
+   judged alike;
 5. with ``--hindsight``, per series and policy family, the cheapest policy that
    covers >= 0.95 of the *evaluation* window, chosen on that window
    (:mod:`benchmarks.policy_hindsight`: the training scan of :func:`optimizer.search.grid_scan`;
@@ -62,7 +64,7 @@ import pandas as pd
 
 
 from benchmarks import common
-from benchmarks.earth_pool import scale_rows, scale_targets
+from benchmarks.earth_pool import earth_pool, flat_pool, scale_rows, scale_targets
 from benchmarks.seed_forecasts import forecast_moves
 from benchmarks.policy_hindsight import hindsight_best
 from capplan.config import CapplanConfig, load_config
@@ -223,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--earth", type=float, nargs="*", default=None, metavar="SCALE",
                     help="also the large-pool case (benchmarks.earth_pool): the sample's training pools summed "
                     "into one, at each scale (e.g. --earth 1 10), every seed")
+    ap.add_argument("--flat", type=float, nargs="*", default=None, metavar="GPUS",
+                    help="also a large flat pool of each level (benchmarks.earth_pool.flat_pool: the Earth pool's "
+                    "shape in the top 5 %% of the level, e.g. --flat 3300), judged as the large pools")
     ap.add_argument("--earth-cache", type=Path, default=None, metavar="DIR",
                     help="a folder keeping the Earth pools' forecasts between runs")
     ap.add_argument("--hindsight", action="store_true", help="also the cheapest policy per family meeting 0.95 on "
@@ -311,9 +316,10 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {kind}: median over series of the best family's hindsight regret "
                   f"{g['hindsight_regret'].median():.3f}, recommended {g['recommended_regret'].median():.3f}")
     big = None
-    if a.earth:
+    pools = [earth_pool(s) for s in a.earth or []] + [flat_pool(g) for g in a.flat or []]
+    if pools:
         print(f"\nLarge pool (benchmarks.earth_pool), seeds {a.seeds}")
-        big = scale_rows(cfg, a.earth, a.seeds, a.earth_cache)
+        big = scale_rows(cfg, pools, a.seeds, a.earth_cache)
         print(big[big["seed"] == a.seeds[0]].to_string(index=False, float_format=lambda x: f"{x:,.3f}"))
         for name, ok, fig in scale_targets(big):
             print(f"  [{'met' if ok else 'MISSED'}] {name}: {fig}")

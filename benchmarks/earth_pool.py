@@ -8,6 +8,10 @@ pipeline's own stages and scored on its evaluation window against the perfect-fo
 (:mod:`optimizer.oracle`): regret (target <= 1.12), coverage, and the plan's idle ratio against the
 limit's own (target: within 0.03 of it).
 
+The flat case (:func:`flat_pool`) is the pool the large-pool complaint describes: thousands of GPUs
+whose demand barely moves. It is the Earth pool's shape compressed into the top
+:data:`FLAT_AMPLITUDE` of a level (e.g. 3,300 GPUs), judged on the same targets.
+
 The forecast stage runs once per pool (several minutes on two cores); with a cache folder the
 combined rolling-origin forecasts are kept there (``earth-x{scale}.parquet``) and reused.
 """
@@ -34,6 +38,7 @@ from optimizer.tuning import PolicyReplay
 REGRET_TARGET = 1.12  #: the large pool's regret target
 IDLE_GAP = 0.03  #: the plan's idle ratio may exceed the limit's by this much
 COVERAGE = 0.95  #: the coverage the hindsight check asks of a policy (the plan's coverage target)
+FLAT_AMPLITUDE = 0.05  #: the flat pool moves within this share of its level (ratio)
 GPU_MODEL = "V100-32GB"  # every Helios pool of the sample (data/sample/series.json)
 TIMEZONE = "Asia/Shanghai"
 
@@ -50,14 +55,28 @@ def earth_pool(scale: float) -> pd.DataFrame:
     return pd.DataFrame({"series_id": f"train/earth-x{scale:g}", "timestamp": ts, "value": total.to_numpy(float)})
 
 
-def earth_state(cfg: CapplanConfig, scale: float, cache: Path | None):
-    """A :class:`capplan.state.PlanState` of the Earth pool at ``scale`` with its forecasts (read
-    from ``cache`` when there, else made by the forecast and combine stages and written there)."""
-    frame = earth_pool(scale)
+def flat_pool(level: float, amplitude: float = FLAT_AMPLITUDE) -> pd.DataFrame:
+    """A large flat pool: the Earth pool (:func:`earth_pool`) rescaled to move between
+    ``level x (1 - amplitude)`` and ``level`` GPUs, rounded to whole GPUs; a tidy history frame
+    (``series_id`` ``train/flat-{level}``). Raises ValueError unless ``level`` > 0 and
+    0 < ``amplitude`` <= 1."""
+    if not (level > 0 and 0 < amplitude <= 1):
+        raise ValueError(f"flat pool: level {level} must be > 0 and amplitude {amplitude} in (0, 1]")
+    frame = earth_pool(1.0)
+    v = frame["value"].to_numpy(float)
+    frame["value"] = np.round(level * (1 - amplitude) + level * amplitude * v / np.nanmax(v))
+    frame["series_id"] = f"train/flat-{level:g}"
+    return frame
+
+
+def earth_state(cfg: CapplanConfig, frame: pd.DataFrame, cache: Path | None):
+    """A :class:`capplan.state.PlanState` of one large pool's history ``frame`` (:func:`earth_pool`,
+    :func:`flat_pool`) with its forecasts (read from ``cache`` when there, else made by the forecast
+    and combine stages and written there, named after the series)."""
     sid = frame["series_id"].iloc[0]
     meta = {sid: SeriesMeta(kind="training", unit="gpu", gpu_model=GPU_MODEL, timezone=TIMEZONE)}
     state = common.prepared_state(cfg, LoadedHistory(frame, meta, [], label=sid))
-    path = cache / f"earth-x{scale:g}.parquet" if cache else None
+    path = cache / f"{sid.split('/', 1)[-1]}.parquet" if cache else None
     if path is not None and path.is_file():
         state.fc = common.combined_only(pd.read_parquet(path))
         return state
@@ -132,28 +151,28 @@ def target_counts(rows: list[tuple[float, float, float]], limit_idle: float) -> 
             "hindsight_regret_at_idle": float(reg[lean].min()) if lean.any() else float("nan")}
 
 
-def scale_rows(cfg: CapplanConfig, scales: list[float], seeds: list[int], cache: Path | None) -> pd.DataFrame:
-    """One row per scale and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
+def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], cache: Path | None) -> pd.DataFrame:
+    """One row per pool (history frames of :func:`earth_pool` or :func:`flat_pool`) and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
     the limit's idle ratio and the gap, the baseline's and the reactive peer's regret, the empirical
     peer's regret, coverage and idle ratio (:mod:`optimizer.empirical`), the idle ratios of
     :func:`daily_layer_idle`, the hindsight check of :func:`hindsight_targets` (the first seed's), and the policy
-    chosen. The forecasts are made (or read from ``cache``) once per scale; each seed re-runs the search."""
+    chosen. The forecasts are made (or read from ``cache``) once per pool; each seed re-runs the search."""
     rows = []
-    for scale in scales:
+    for frame in pools:
         t0 = time.perf_counter()
-        state = earth_state(cfg, scale, cache)
+        state = earth_state(cfg, frame, cache)
         t1 = time.perf_counter()
         task = search_tasks(state.prep, state.fc, cfg)[0]
         layer_idle = daily_layer_idle(task.evalw, critical_ratios(task.evalw.price, cfg.plan.interruption_rate,
                                                                   cfg.plan.recovery_s)["spot"])
-        bound = None
+        bound = None  # once per pool: the first seed's
         for seed in seeds:
             t2 = time.perf_counter()
             (sid, oc), = common.search_outcomes(state, seed).items()
             reg = oc.regret()
             rec = oc.recommended
             lim = oracle_idle(oc)
-            bound = bound or hindsight_targets(task, seed, lim)  # once per scale: the first seed's
+            bound = bound or hindsight_targets(task, seed, lim)
             rows.append({"pool": sid, "seed": seed, "peak_gpus": float(np.nanmax(state.prep.h5["value"])),
                          "policy": oc.recommended_policy, "regret": reg.get("recommended", np.nan),
                          "coverage": rec.coverage, "idle": rec.idle_ratio, "limit_idle": lim,

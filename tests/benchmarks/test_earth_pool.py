@@ -38,3 +38,17 @@ def test_the_hindsight_check_counts_policies_that_meet_regret_and_idle_at_the_co
     assert out["hindsight_feasible"] == 0
     assert out["hindsight_idle_at_regret"] == pytest.approx(0.14) and out["hindsight_regret_at_idle"] == pytest.approx(1.30)
     assert np.isnan(target_counts([], 0.074)["hindsight_idle_at_regret"])
+
+
+def test_the_flat_pool_moves_within_its_amplitude_below_its_level():
+    import pytest
+
+    from benchmarks.earth_pool import flat_pool
+
+    f = flat_pool(3300.0, 0.05)
+    v = f["value"].dropna()
+    assert f["series_id"].iloc[0] == "train/flat-3300"
+    assert v.max() == 3300.0 and v.min() >= 3300.0 * 0.95 - 1
+    assert (v == v.round()).all() and v.nunique() > 10  # whole GPUs, and it still moves
+    with pytest.raises(ValueError, match="amplitude"):
+        flat_pool(3300.0, 0.0)
