@@ -72,14 +72,19 @@ def flat_pool(level: float, amplitude: float = FLAT_AMPLITUDE) -> pd.DataFrame:
 def earth_state(cfg: CapplanConfig, frame: pd.DataFrame, cache: Path | None):
     """A :class:`capplan.state.PlanState` of one large pool's history ``frame`` (:func:`earth_pool`,
     :func:`flat_pool`) with its forecasts (read from ``cache`` when there, else made by the forecast
-    and combine stages and written there, named after the series)."""
+    and combine stages and written there, named after the series). A cached file that holds another
+    series' forecasts is made again and replaced, said on stdout (its pool would replay with no
+    forecast at all)."""
     sid = frame["series_id"].iloc[0]
     meta = {sid: SeriesMeta(kind="training", unit="gpu", gpu_model=GPU_MODEL, timezone=TIMEZONE)}
     state = common.prepared_state(cfg, LoadedHistory(frame, meta, [], label=sid))
     path = cache / f"{sid.split('/', 1)[-1]}.parquet" if cache else None
     if path is not None and path.is_file():
-        state.fc = common.combined_only(pd.read_parquet(path))
-        return state
+        cached = pd.read_parquet(path)
+        if set(cached["series_id"].unique()) == {sid}:
+            state.fc = common.combined_only(cached)
+            return state
+        print(f"{path} holds the forecasts of {sorted(cached['series_id'].unique())}, not {sid}: made again")
     common.with_forecasts(state)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
