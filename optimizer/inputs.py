@@ -30,6 +30,7 @@ from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-e
 from optimizer.calibrated import calibrated_hour_max
 from optimizer.layers import critical_ratios, period_level_lookup
 from optimizer.prices import GpuPrice, price_for
+from optimizer.purchase import spot_terms
 from optimizer.refresh import refreshed_hour_max
 from optimizer.replay import ReplayInput, latest_before, period_lookup
 
@@ -58,7 +59,7 @@ def native_grid(frame: pd.DataFrame) -> pd.DataFrame | None:
 
 def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta, price_book: dict[str, GpuPrice],
                  start: pd.Timestamp, end: pd.Timestamp, interruption_rate: float = 0.01, recovery_s: int = 1800,
-                 spot_outage: str = "recovery", replacement_s: int = 90) -> tuple[ReplayInput, list[str]]:
+                 spot_outage: str = "replacement", replacement_s: int = 90) -> tuple[ReplayInput, list[str]]:
     """The replay input of one series on ``[start, end]`` and notes on its fallbacks.
 
     ``history``: the series' rows of a history frame on the 5-minute grid
@@ -69,7 +70,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` price the
     spot risk into the newsvendor ratio (:func:`optimizer.layers.critical_ratios`);
     ``spot_outage`` and ``replacement_s`` (seconds) say what an interruption costs in the training
-    replay (:func:`optimizer.replay.spot_outage`).
+    replay (:func:`optimizer.replay.spot_outage`); under ``replacement`` ``ReplayInput.spot_redo`` is
+    the expected redone work per spot GPU-hour, which the perfect-foresight limit pays
+    (:mod:`optimizer.oracle`).
     """
     ts = pd.DatetimeIndex(history["timestamp"])
     m = (ts >= start) & (ts <= end)
@@ -80,6 +83,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
                       fc_step_s=int(STEP.total_seconds()), price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
                       history_before=history["value"].to_numpy()[ts < start], spot_outage=spot_outage,
                       replacement_s=replacement_s)
+    if spot_outage == "replacement":  # the limit pays the expected redone work too (optimizer.oracle)
+        rate, rec_s = spot_terms(price, interruption_rate, recovery_s)
+        inp.spot_redo = rate * rec_s / 3600.0
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":

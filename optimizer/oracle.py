@@ -21,9 +21,17 @@ programme with :func:`scipy.optimize.milp` (HiGHS):
   left out: the hourly on-demand layer has the same price and can do all it
   does, so it never lowers the limit. The purchase book's spot cap holds here
   too (:mod:`optimizer.purchase`): ``S_d <= spot_cap_gpus`` and ``S_d <= spot_cap_share
-  x (R_w + S_d + H_h)`` in every hour. **Spot interruptions are left out** of
-  the limit (spot GPUs never fail here), which only makes it lower, so the
-  bound stays a bound. The constraint matrix is an interval matrix (totally
+  x (R_w + S_d + H_h)`` in every hour. **Spot interruptions never take capacity
+  away** here (spot GPUs never fail), which only makes the limit lower, so the
+  bound stays a bound. What an interruption costs in money is another matter:
+  under ``plan.spot_outage: replacement`` every plan buys the lost work back on
+  demand (:func:`optimizer.replay.spot_outage`), and interruptions cannot be
+  foreseen, so the limit pays their expected cost: its spot is priced at the
+  effective spot price ``spot + on_demand x ReplayInput.spot_redo`` (the
+  expected GPU-hours redone per spot GPU-hour;
+  :func:`optimizer.layers.effective_spot_price`), a bound in expectation. Under
+  ``recovery`` (``spot_redo`` 0) an interruption costs capacity, not money, and
+  the limit pays plain spot. The constraint matrix is an interval matrix (totally
   unimodular), so the LP relaxation is already integral; ``milp`` keeps the
   integrality explicit.
 
@@ -105,7 +113,7 @@ def training_oracle(inp: ReplayInput) -> OracleResult:
     first = np.searchsorted(h, hours)  # first step of each hour -> its week and day
     unit = step_h * inp.gpus_per_unit
     c = np.concatenate([np.bincount(w, minlength=nw) * unit * inp.price.reserved,
-                        np.bincount(d, minlength=nd) * unit * inp.price.spot,
+                        np.bincount(d, minlength=nd) * unit * (inp.price.spot + inp.price.on_demand * inp.spot_redo),
                         np.bincount(h, minlength=nh) * unit * inp.price.on_demand])
     rows = np.repeat(np.arange(len(hours)), 3)
     cols = np.stack([w[first], nw + d[first], nw + nd + hours], axis=1).ravel()
@@ -143,7 +151,7 @@ def daily_training_limits(inp: ReplayInput) -> np.ndarray:
     for k in range(len(out)):
         m = d == k
         day = ReplayInput(times=inp.times[m], demand=np.asarray(inp.demand)[m], step_s=inp.step_s, price=inp.price,
-                          gpus_per_unit=inp.gpus_per_unit)
+                          gpus_per_unit=inp.gpus_per_unit, spot_outage=inp.spot_outage, spot_redo=inp.spot_redo)
         out[k] = training_oracle(day).cost_usd
     return out
 

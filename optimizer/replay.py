@@ -13,12 +13,15 @@ Training pools (:func:`replay_training`, vectorised with numpy)
     * spot interruptions arrive at ``interruption_rate`` per spot GPU-hour
       (Poisson, drawn from a seeded stream shared by every policy — common
       random numbers). What an interruption costs is the input's ``spot_outage``
-      (setting ``plan.spot_outage``, :func:`spot_outage`): ``recovery`` (default) holds
-      the GPU out of capacity for ``recovery_s`` (the seeds: 30 min of checkpoint
-      recovery) with no replacement; ``replacement`` has the cluster autoscaler
-      replace it after ``replacement_s`` (the node cold start) and buys the lost
-      work, ``recovery_s`` GPU-seconds per interruption, on demand: the accounting
-      the newsvendor ratio's effective spot price assumes (:mod:`optimizer.layers`);
+      (setting ``plan.spot_outage``, :func:`spot_outage`): ``replacement`` (the
+      setting's default) has the cluster autoscaler replace it after
+      ``replacement_s`` (the node cold start) and buys the lost work,
+      ``recovery_s`` GPU-seconds per interruption, on demand: the accounting the
+      newsvendor ratio's effective spot price assumes (:mod:`optimizer.layers`),
+      and the perfect-foresight limit pays its expected cost (:mod:`optimizer.oracle`);
+      ``recovery`` (a bare :class:`ReplayInput`'s default) holds the GPU out of
+      capacity for ``recovery_s`` (the seeds: 30 min of checkpoint recovery)
+      with no replacement and no cost;
     * demand above capacity is unmet (GPU-hours); with ``queue_unmet`` it is
       carried to later intervals (Lindley recursion).
 

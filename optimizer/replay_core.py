@@ -60,6 +60,10 @@ class ReplayInput:
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.whole_units), on first use
     spot_outage: str = "recovery"  # training: what a spot interruption costs (optimizer.replay.spot_outage)
     replacement_s: int = 90  # training, spot_outage "replacement": until a replacement node serves (cold start, s)
+    #: training, spot_outage "replacement": GPU-hours of lost work bought on demand per spot GPU-hour
+    #: (interruption rate x recovery hours, the GPU model's terms); the limit prices its spot with it
+    #: (optimizer.oracle); 0 under "recovery"
+    spot_redo: float = 0.0
 
 
 def latest_before(forecasts: pd.DataFrame, decision_times: pd.DatetimeIndex) -> tuple[pd.DatetimeIndex, np.ndarray]:

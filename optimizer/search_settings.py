@@ -154,10 +154,11 @@ class SearchSettings(BaseModel):
     metrics_lag_s: int = Field(default=60, ge=0, le=3600, description="age of the metrics the HPA acts on: the "
                                "metrics pipeline plus the 15 s sync period (optimizer.replay timeline)")
     spot_outage: Literal["recovery", "replacement"] = Field(
-        default="recovery", description="training replay: what a spot interruption costs: the GPU is out for "
-        "recovery_s with no replacement ('recovery'), or the autoscaler replaces it after cold_start_s and the "
-        "recovery_s of lost work is bought on demand ('replacement', the accounting of the newsvendor ratio's "
-        "effective spot price; optimizer.replay.spot_outage)")
+        default="replacement", description="training replay: what a spot interruption costs: the autoscaler "
+        "replaces the GPU after cold_start_s and the recovery_s of lost work is bought on demand ('replacement', "
+        "the accounting of the newsvendor ratio's effective spot price; the perfect-foresight limit pays that "
+        "expected cost too), or the GPU is out for recovery_s with no replacement and no cost ('recovery'; "
+        "optimizer.replay.spot_outage)")
     queue_unmet: bool = Field(default=False, description="training replay: unmet demand waits in a queue and "
                               "runs later instead of being lost")
     random_search: bool = Field(default=True, description="also run a random search with the same budget, "

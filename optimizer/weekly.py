@@ -123,7 +123,7 @@ def week_evidence(inp: ReplayInput) -> WeekEvidence:
     for sl in week_bounds(inp):
         demand = np.asarray(inp.demand, float)[sl]
         wk = ReplayInput(times=inp.times[sl], demand=demand, step_s=inp.step_s, price=inp.price,
-                         gpus_per_unit=inp.gpus_per_unit)
+                         gpus_per_unit=inp.gpus_per_unit, spot_outage=inp.spot_outage, spot_redo=inp.spot_redo)
         days.append(range(sl.start // per_day, sl.stop // per_day))
         lim.append(float(training_oracle(wk).cost_usd))
         d = demand[np.isfinite(demand)]

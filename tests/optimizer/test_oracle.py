@@ -42,6 +42,22 @@ def test_training_oracle_buys_spot_for_the_day_and_on_demand_for_a_short_spike()
     assert training_oracle(inp(np.zeros(288))).cost_usd == 0.0
 
 
+def test_training_oracle_pays_the_expected_redone_work_under_replacement():
+    """Under ``spot_outage: replacement`` the limit's spot costs the effective spot price (spot +
+    on-demand x expected redo per spot GPU-hour), which can also move a short block onto on demand."""
+    d = np.full(288, 10.0)
+    plain = training_oracle(inp(d))
+    redo = inp(d)
+    redo.spot_outage, redo.spot_redo = "replacement", 0.01 * 0.5  # 0.01 per GPU-hour x 30 min
+    assert training_oracle(redo).cost_usd == pytest.approx(plain.cost_usd * (0.4 + 0.005) / 0.4)
+    # 10 of 24 hours of 5 more GPUs: spot at 0.4 (9.6 per day) beats on demand (10); at 0.42 (10.08) it does not
+    d[: 12 * 10] = 15.0
+    dear = inp(d)
+    dear.spot_outage, dear.spot_redo = "replacement", 0.02
+    o = training_oracle(dear)
+    assert o.layers["spot"] == pytest.approx(10 * 24) and o.layers["on_demand_hourly"] == pytest.approx(5 * 10)
+
+
 def test_training_oracle_reserves_when_reserved_is_the_cheapest_layer():
     cheap = ReplayInput(times=pd.date_range("2024-01-01", periods=2016, freq="5min", tz="UTC"),
                         demand=np.full(2016, 7.0), step_s=300, price=GpuPrice(on_demand=1.0, reserved=0.3, spot=0.4))
