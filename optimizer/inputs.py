@@ -28,7 +28,7 @@ import pandas as pd
 from forecasting.regularise import regularise
 from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-exported)
 from optimizer.calibrated import calibrated_hour_max
-from optimizer.layers import critical_ratios, period_level_lookup
+from optimizer.layers import critical_ratios, period_level_lookup, redo_per_spot_hour
 from optimizer.prices import GpuPrice, price_for
 from optimizer.purchase import spot_terms
 from optimizer.refresh import refreshed_hour_max
@@ -84,8 +84,7 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
                       history_before=history["value"].to_numpy()[ts < start], spot_outage=spot_outage,
                       replacement_s=replacement_s)
     if spot_outage == "replacement":  # the limit pays the expected redone work too (optimizer.oracle)
-        rate, rec_s = spot_terms(price, interruption_rate, recovery_s)
-        inp.spot_redo = rate * rec_s / 3600.0
+        inp.spot_redo = redo_per_spot_hour(*spot_terms(price, interruption_rate, recovery_s))
     notes = [note] if note else []
     comb = combined
     if meta.kind == "training":

@@ -33,10 +33,16 @@ from optimizer.purchase import spot_terms
 from optimizer.replay_core import period_reduce
 
 
+def redo_per_spot_hour(interruption_rate: float, recovery_s: int) -> float:
+    """GPU-hours of work lost to interruptions per spot GPU-hour (``interruption_rate`` per spot
+    GPU-hour x ``recovery_s`` in hours), which the cluster buys back on demand."""
+    return float(interruption_rate * recovery_s / 3600.0)
+
+
 def effective_spot_price(price: GpuPrice, interruption_rate: float, recovery_s: int) -> float:
     """Spot price plus the expected on-demand cost of the GPU-hours that
     interruptions lose (USD per spot GPU-hour)."""
-    return float(price.spot + price.on_demand * interruption_rate * recovery_s / 3600.0)
+    return float(price.spot + price.on_demand * redo_per_spot_hour(interruption_rate, recovery_s))
 
 
 def critical_ratios(price: GpuPrice, interruption_rate: float = 0.01, recovery_s: int = 1800) -> dict[str, float]:

@@ -28,7 +28,8 @@ programme with :func:`scipy.optimize.milp` (HiGHS):
   demand (:func:`optimizer.replay.spot_outage`), and interruptions cannot be
   foreseen, so the limit pays their expected cost: its spot is priced at the
   effective spot price ``spot + on_demand x ReplayInput.spot_redo`` (the
-  expected GPU-hours redone per spot GPU-hour;
+  expected GPU-hours redone per spot GPU-hour,
+  :func:`optimizer.layers.redo_per_spot_hour`, as in
   :func:`optimizer.layers.effective_spot_price`), a bound in expectation. Under
   ``recovery`` (``spot_redo`` 0) an interruption costs capacity, not money, and
   the limit pays plain spot. The constraint matrix is an interval matrix (totally
