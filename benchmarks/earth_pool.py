@@ -187,8 +187,14 @@ def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], 
                          **_peer_figures(oc, "empirical", reg), **layer_idle, **bound, "forecast_s": round(t1 - t0),
                          "search_s": round(time.perf_counter() - t2)})
             print(f"{sid} seed {seed}: regret {rows[-1]['regret']:.3f} coverage {rec.coverage:.3f} idle "
-                  f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{oc.recommended_policy}] {oc.params}", flush=True)
+                  f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{oc.recommended_policy}] {_shown(oc.params)}", flush=True)
     return pd.DataFrame(rows)
+
+
+def _shown(params: dict) -> dict:
+    """``params`` for the log: the calibrated rule's error sample (up to 168 numbers) as its count."""
+    e = params.get("day_errors_gpus")
+    return params if e is None else {**params, "day_errors_gpus": f"<{len(e)} errors>"}
 
 
 def _peer_figures(outcome, name: str, regret: dict) -> dict:

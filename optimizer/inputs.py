@@ -8,7 +8,8 @@ through. Decision inputs come only from forecasts issued before each decision
 * training pools: per week the mean, per day and per hour the maximum of the
   latest forecast issued before the period starts
   (:func:`optimizer.replay.period_lookup`), per day the newsvendor level
-  (:func:`optimizer.layers.period_level_lookup`); the hourly top-up's maxima
+  (:func:`optimizer.layers.period_level_lookup`) and the calibrated level
+  (:mod:`optimizer.calibrated_day`); the hourly top-up's maxima
   come from the latest forecast level-updated with the newest observation
   (:func:`optimizer.refresh.refreshed_hour_max`), as a dispatcher issuing a
   forecast every hour would see them;
@@ -28,6 +29,7 @@ import pandas as pd
 from forecasting.regularise import regularise
 from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-exported)
 from optimizer.calibrated import calibrated_hour_max
+from optimizer.calibrated_day import calibrated_day_level
 from optimizer.layers import critical_ratios, period_level_lookup, redo_per_spot_hour
 from optimizer.prices import GpuPrice, price_for
 from optimizer.purchase import spot_terms
@@ -100,6 +102,10 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
         calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end)
         inp.hour_max.update(calibrated)
+        inp.day_calibrated, n_days, inp.day_errors = calibrated_day_level(comb, actual, times, start, end, ratio)
+        if n_days:
+            notes.append(f"replay: the calibrated daily level (optimizer.calibrated_day) had less than a day of past "
+                         f"errors for {n_days} days of the window; those days used the p90 newsvendor level instead")
         if n_fallback:
             notes.append(f"replay: the calibrated top-up (optimizer.calibrated) had less than a day of past "
                          f"errors for {n_fallback} hours of the window; those hours used the fresh p90 instead")

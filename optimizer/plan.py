@@ -11,7 +11,9 @@ Training pools (GPUs; :class:`optimizer.policy.TrainingParams`):
   maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.layers.exceeded_level`, as
   the replay sizes it), or with ``daily_rule="empirical"`` the level of the demand observed up to
   ``valid_from`` (:func:`optimizer.empirical.day_level_at`: the last 7 days' hourly maxima at
-  ``spot_share``, no forecast), with
+  ``spot_share``, no forecast), or with ``"calibrated"`` the level the next 24 h's p50 hour maxima plus the
+  forecast's recent errors (``day_errors_gpus``) reach at ``spot_share`` (:func:`optimizer.calibrated_day.plan_level`),
+  with
   ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
   the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
@@ -39,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from optimizer.calibrated import FALLBACK, LEVELS
+from optimizer.calibrated_day import FALLBACK as CAL_FALLBACK, plan_level
 from optimizer.empirical import conformal_level, day_level_at
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.layers import exceeded_level
@@ -60,11 +63,11 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
     ``spot_share``: the spot critical ratio (:func:`optimizer.layers.critical_ratios`), needed by
-    ``daily_rule="newsvendor"`` and ``"empirical"``; ``price``: the GPU model's price book entry, needed by
+    ``daily_rule="newsvendor"``, ``"empirical"`` and ``"calibrated"``; ``price``: the GPU model's price book entry, needed by
     ``reservation_basis="spot_cap"`` (:func:`optimizer.purchase.reserved_level`).
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
-    for a newsvendor or empirical daily rule without ``spot_share``.
+    for a newsvendor, empirical or calibrated daily rule without ``spot_share``.
     """
     f = final
     last = f["issued_at"].iloc[0]
@@ -75,15 +78,17 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
         tol = count_tolerance(hist["value"].to_numpy())  # as the replay (optimizer.whole_units)
         reserved = (reserved_level(p.reservation_ratio, p.reservation_basis, float(weekly[p.quantile].mean()), price,
                                    tol) if len(weekly) else 0)
-        if p.daily_rule in ("newsvendor", "empirical") and spot_share is None:
+        if p.daily_rule in ("newsvendor", "empirical", "calibrated") and spot_share is None:
             raise ValueError(f"capacity_plan: daily_rule {p.daily_rule} needs spot_share "
                              "(optimizer.layers.critical_ratios)")
         seen, step_s = _observed(hist, last)
         if p.daily_rule == "empirical":
             level = day_level_at(seen, len(seen), step_s, spot_share)
-        elif p.daily_rule == "newsvendor":
-            hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())[p.quantile].max()
-            level = exceeded_level(hours.to_numpy(), spot_share)
+        elif p.daily_rule in ("newsvendor", "calibrated"):
+            hours = day.groupby(((day["timestamp"] - last) // pd.Timedelta("1h")).to_numpy())
+            level = (exceeded_level(hours[p.quantile].max().to_numpy(), spot_share) if p.daily_rule == "newsvendor"
+                     else plan_level(hours["p50"].max().to_numpy(), hours[CAL_FALLBACK].max().to_numpy(),
+                                     p.day_errors_gpus, spot_share))
         else:
             level = float(day[p.quantile].max())
         target = whole(p.headroom * level, tol)

@@ -27,7 +27,10 @@ class TrainingParams(BaseModel):
       top-up), or with ``daily_rule="empirical"`` ``ceil(headroom *`` the level
       that the last 7 days' hourly maxima of the demand reach in at least that
       ratio of hours``)`` (:mod:`optimizer.empirical`; no forecast, ``quantile``
-      unused there); with ``daily_cap="last_day_peak"`` never more than the peak of
+      unused there), or with ``daily_rule="calibrated"`` ``ceil(headroom *`` the level
+      that the day's p50 hour maxima plus the forecast's errors of the last 7 days reach in
+      at least that ratio of (hour, error) pairs``)`` (:mod:`optimizer.calibrated_day`; no
+      forecast quantile, ``quantile`` unused there, searched at headroom 1); with ``daily_cap="last_day_peak"`` never more than the peak of
       the 24 h before the day (:func:`optimizer.replay.day_start_peak`: a
       forecast that has not yet seen demand fall away buys nothing idle; the
       hourly top-up follows); what exceeds the reservation is bought for the day, a
@@ -52,7 +55,7 @@ class TrainingParams(BaseModel):
     reservation_ratio: float = Field(ge=0, le=3)
     reservation_basis: Literal["forecast", "spot_cap"] = "forecast"
     quantile: QuantileName = "p90"
-    daily_rule: Literal["max", "newsvendor", "empirical"] = "max"
+    daily_rule: Literal["max", "newsvendor", "empirical", "calibrated"] = "max"
     daily_cap: Literal["none", "last_day_peak"] = "none"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
@@ -61,6 +64,10 @@ class TrainingParams(BaseModel):
     topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
                                             "over the fresh p50 learnt by the last replayed hour, which the plan's "
                                             "next hour uses (set after tuning, never searched; None: use p90)")
+    day_errors_gpus: list[float] | None = Field(default=None, description="calibrated daily rule only: the forecast's "
+                                                "hourly errors (GPUs) of the 7 days before the plan, which size the "
+                                                "plan's next day (optimizer.calibrated_day; set after tuning, never "
+                                                "searched; None or under a day of them: the p90 newsvendor level)")
 
 
 class InferenceParams(BaseModel):

@@ -5,7 +5,8 @@ Training pools (:func:`replay_training`, vectorised with numpy)
       the week;
     * on-demand and spot GPUs are bought per day, from the daily forecast issued
       before the day (or, ``daily_rule="empirical"``, from the demand observed
-      before the day, :mod:`optimizer.empirical`);
+      before the day, :mod:`optimizer.empirical`; ``"calibrated"``, from that
+      forecast's p50 and its realised errors, :mod:`optimizer.calibrated_day`);
     * optionally, on-demand GPUs are topped up per hour (the reactive layer),
       from the latest forecast issued before the hour, up to
       ``topup_headroom x`` its quantile's max over the hour; they are paid at
@@ -90,13 +91,7 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
     """
     wm = np.nan_to_num(inp.week_mean.get(p.quantile, np.full(len(inp.times), np.nan)), nan=_last(inp))
     with_empirical_levels(inp, p.daily_rule, p.topup_quantile, interruption_rate, recovery_s)
-    daily = {"empirical": inp.day_empirical} if p.daily_rule == "empirical" else \
-        inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
-    key = "empirical" if p.daily_rule == "empirical" else p.quantile
-    if key not in daily:
-        raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
-                         f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
-    dm = np.nan_to_num(daily[key], nan=_last(inp))
+    dm = np.nan_to_num(daily_lookup(inp, p), nan=_last(inp))
     if inp.count_tol is None:
         inp.count_tol = count_tolerance(inp.history_before)
     tol = inp.count_tol
@@ -115,6 +110,23 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
         hm = np.zeros(len(inp.times)) if hm is None else np.nan_to_num(hm, nan=0.0)
         hourly = np.maximum(whole(p.topup_headroom * hm, tol) - reserved - flex, 0.0)
     return account_training(inp, reserved, od, spot, interruption_rate, recovery_s, queue_unmet, seed, hourly)
+
+
+def daily_lookup(inp: ReplayInput, p: TrainingParams) -> np.ndarray:
+    """Per time step, the daily level (GPUs, NaN: no forecast for the day) that ``p.daily_rule`` sizes
+    the day from, before ``headroom``. Raises ValueError when ``inp`` lacks that lookup (build it with
+    :func:`optimizer.inputs.replay_input`)."""
+    if p.daily_rule in ("empirical", "calibrated"):  # levels with no forecast quantile
+        level = inp.day_empirical if p.daily_rule == "empirical" else inp.day_calibrated
+        if level is None:
+            raise ValueError(f"replay input has no {p.daily_rule} daily level; build it with "
+                             "optimizer.inputs.replay_input")
+        return level
+    table = inp.day_level if p.daily_rule == "newsvendor" else inp.day_max
+    if p.quantile not in table:
+        raise ValueError(f"replay input has no {'newsvendor level' if p.daily_rule == 'newsvendor' else 'day max'} "
+                         f"lookup for {p.quantile}; build it with optimizer.inputs.replay_input")
+    return table[p.quantile]
 
 
 def day_start_peak(inp: ReplayInput) -> np.ndarray:

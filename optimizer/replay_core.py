@@ -50,6 +50,8 @@ class ReplayInput:
     topup_margin: dict[str, np.ndarray] = field(default_factory=dict)  # their margins over p50 (optimizer.calibrated)
     day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.layers)
     day_empirical: np.ndarray | None = None  # model-free daily level (optimizer.empirical), on first use
+    day_calibrated: np.ndarray | None = None  # calibrated daily level (optimizer.calibrated_day)
+    day_errors: np.ndarray | None = None  # the errors the plan's next day pools (optimizer.calibrated_day)
     hourly_fc: dict[str, np.ndarray] = field(default_factory=dict)
     hourly_origin_idx: np.ndarray | None = None
     hourly_offset: np.ndarray | None = None

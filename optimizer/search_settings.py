@@ -30,6 +30,7 @@ Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
 # c*: optimizer.calibrated; n95: optimizer.empirical
 TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"]
+DailyRule = Literal["newsvendor", "max", "empirical", "calibrated"]
 
 
 def _limits(model: type[BaseModel], name: str) -> tuple[float, float]:
@@ -85,6 +86,10 @@ class TrainingBounds(_Bounds):
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
                                                      "choices: none, a forecast quantile, a calibrated level "
                                                      "c80/c90/c95, or n95 (last value + q95 of the rises over an hour)")
+    daily_rule: list[DailyRule] | None = Field(default=None, min_length=1, description="what the daily layer "
+                                               "sizes on: the forecast quantile's newsvendor level or maximum, the "
+                                               "demand's own recent hour maxima (empirical), or the p50 plus the "
+                                               "forecast's realised errors (calibrated, optimizer.calibrated_day)")
 
 
 class InferenceBounds(_Bounds):
@@ -159,6 +164,11 @@ class SearchSettings(BaseModel):
         "the accounting of the newsvendor ratio's effective spot price; the perfect-foresight limit pays that "
         "expected cost too), or the GPU is out for recovery_s with no replacement and no cost ('recovery'; "
         "optimizer.replay.spot_outage)")
+    training_incumbent: Literal["calibrated", "none"] = Field(
+        default="calibrated", description="training pools: the rule the searched policy must beat on the tuning "
+        "window by more than the days' noise to be recommended: the calibrated daily level on spot with a calibrated "
+        "top-up ('calibrated', optimizer.incumbent; no headroom, nothing chosen from one week but the top-up level "
+        "that meets the coverage target), or none (the searched policy as it is)")
     queue_unmet: bool = Field(default=False, description="training replay: unmet demand waits in a queue and "
                               "runs later instead of being lost")
     random_search: bool = Field(default=True, description="also run a random search with the same budget, "

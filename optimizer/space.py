@@ -140,11 +140,12 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
 
 def _training_grid_skip(v: dict, first_quantile: str) -> bool:
     """Drop grid points that repeat another or scale a level that is already a quantile: a top-up
-    with no forecast quantile (none, calibrated, n95) only at headroom 1; the empirical daily rule
-    (no forecast, :mod:`optimizer.empirical`) only at headroom 1 and ``first_quantile`` (it reads none)."""
+    with no forecast quantile (none, calibrated, n95) only at headroom 1; the empirical and calibrated
+    daily rules (:mod:`optimizer.empirical`, :mod:`optimizer.calibrated_day`: levels in GPUs, no forecast
+    quantile) only at headroom 1 and ``first_quantile`` (they read none)."""
     if v["topup_quantile"] in ("none", "c80", "c90", "c95", "n95") and v["topup_headroom"] != 1.0:
         return True
-    return v["daily_rule"] == "empirical" and (v["headroom"] != 1.0 or v["quantile"] != first_quantile)
+    return v["daily_rule"] in ("empirical", "calibrated") and (v["headroom"] != 1.0 or v["quantile"] != first_quantile)
 
 
 # The deterministic scan over the training layers (grid_scan): every daily layer (quantile, rule,
@@ -158,7 +159,7 @@ def _training_grid_skip(v: dict, first_quantile: str) -> bool:
 # sample's bursty pools; they compete as the empirical peer (optimizer.peers), which must win by more
 # than the days' noise (optimizer.rivals) and is then exported as that policy (optimizer.expressed).
 TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "p99"],
-                 "daily_rule": ["newsvendor", "max", "empirical"], "daily_cap": ["none", "last_day_peak"],
+                 "daily_rule": ["newsvendor", "max", "empirical", "calibrated"], "daily_cap": ["none", "last_day_peak"],
                  "headroom": [0.8, 0.9, 1.0, 1.1, 1.2],
                  "spot_fraction": [1.0],
                  "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"],

@@ -46,8 +46,11 @@ replace it (:func:`optimizer.search.neighbour_objective`;
 also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
 slightly different forecast or seed would push off, does not displace a policy
 in a flat region. Without this, which seed found such a ridge decided the plan.
-A calibrated top-up (``c80``/``c90``/``c95``) carries the margin
-of the last replayed hour in ``params["topup_margin_gpus"]`` for the plan.
+**Incumbent.** A training pool's searched policy is recommended only when it beats the calibrated
+rule of :mod:`optimizer.incumbent` on the tuning window by more than the days' noise (setting
+``plan.training_incumbent``); the rivals below are then judged against the policy kept.
+A calibrated top-up carries the margin of the last replayed hour, and a calibrated daily rule
+the errors of the evaluation window's last 7 days, for the plan (:func:`optimizer.calibrated_day.with_plan_terms`).
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ import numpy as np
 import pandas as pd
 
 from optimizer import baseline as base
-from optimizer.calibrated import LEVELS
+from optimizer.calibrated_day import with_plan_terms
 from optimizer.expressed import expressed_params
+from optimizer.incumbent import challenge, incumbent_candidates
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.noise_ties import noise_tie_notes
@@ -302,6 +306,13 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
+    cands = incumbent_candidates(pc.training_bounds.as_dict()) if (
+        task.kind == "training" and pc.training_incumbent == "calibrated" and score is None
+        and tune.day_calibrated is not None) else []  # (a hand-built input without the lookup: the search)
+    if cands:  # the calibrated rule stays unless the search beats it by more than the days' noise
+        ch = challenge(best_params, best_obj, evaluate(best_params), cands, evaluate, obj, pc.coverage_target)
+        best_params, best_obj, _ = ch.params, ch.objective, notes.append(ch.note)
+        tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept)
     chosen = "searched"
     rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
     for name in rival_metrics:  # a rival the exports can express is judged as exported (optimizer.expressed)
@@ -345,10 +356,7 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     pr = PolicyReplay(task.kind, task.settings, task.seed)
     evalw = task.evalw
     best_params = pr.params(tuned.params)
-    if best_params.model_dump().get("topup_quantile") in LEVELS:  # the plan's next hour adds the latest margin
-        m = evalw.topup_margin.get(best_params.topup_quantile)
-        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
-        best_params = best_params.model_copy(update={"topup_margin_gpus": last})
+    best_params = with_plan_terms(best_params, evalw)  # the calibrated levels' latest margin and errors
     rnd_eval = pr.replay(pr.params(tuned.random_params), evalw)[0] if tuned.random_params is not None else None
     rec, rec_series = pr.replay(best_params, evalw)
     bl, bl_series = pr.baseline(evalw)

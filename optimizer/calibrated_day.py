@@ -1,0 +1,168 @@
+"""Calibrated daily level of a training pool: the day's p50 hour maxima plus the forecast's own recent errors.
+
+The daily spot (and daily on-demand) layer of a training pool (:mod:`optimizer.replay`) can be
+sized from a forecast quantile times a ``headroom``. A headroom is a ratio of the level: 20 % of
+10 GPUs is 2 GPUs, 20 % of 3,300 is 660, whatever the forecast's error at either scale. The
+calibrated rule (``TrainingParams.daily_rule="calibrated"``) has no headroom: it sizes the day
+from the distribution the forecast's own realised errors give, in GPUs.
+
+For the day starting at ``D`` (days counted from the replay window's first step, as every daily
+lookup of the replay):
+
+* ``p50_h``, ``h = 0 .. 23``: the maxima of the p50 column over the day's hours, from the latest
+  combined forecast issued before ``D`` (:func:`optimizer.replay_core.latest_before`);
+* the errors: for every hour ``j`` of the :data:`WINDOW` (7 days) before ``D`` that ended at
+  least one hour before ``D`` (as :mod:`optimizer.calibrated`: an hour's maximum is known one hour
+  after it ends), ``e_j = ceil(max demand of hour j) - p50_j``, with ``p50_j`` from the forecast
+  that sized hour ``j``'s own day;
+* the level = the highest value at least ``share`` of the pooled set ``{p50_h + e_j}`` (all
+  pairs) reach (:func:`optimizer.layers.exceeded_level`), with ``share`` the spot critical ratio
+  of the price book (:func:`optimizer.layers.critical_ratios`). This is the newsvendor level of
+  :mod:`optimizer.layers` with the day's hour maxima distributed as the forecast plus its
+  realised errors: the sample average approximation of the newsvendor quantile (Levi, Roundy &
+  Shmoys, *Provably near-optimal sampling-based policies for stochastic inventory control
+  models*, Math. Oper. Res. 32(4), 2007) over a rolling calibration set (split conformal
+  prediction, e.g. Angelopoulos & Bates, *A Gentle Introduction to Conformal Prediction*, 2021,
+  section 5.3).
+
+A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
+rule holds at any pool size.
+
+**Fallback (stated by the caller, :func:`optimizer.inputs.replay_input`):** a day with fewer than
+:data:`MIN_ERRORS` (one day) of past errors uses the p90 newsvendor level of the same forecast
+(:data:`FALLBACK`); a day with no forecast is NaN, which the replay fills as it fills every daily
+lookup. The plan's next day (:func:`plan_level`) uses the errors of the :data:`WINDOW` before the
+evaluation window's end, carried in ``TrainingParams.day_errors_gpus``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from optimizer.calibrated import LEVELS
+from optimizer.layers import exceeded_level
+from optimizer.replay_core import latest_before
+
+WINDOW = pd.Timedelta("7D")
+MIN_ERRORS = 24
+FALLBACK = "p90"
+HOUR = pd.Timedelta("1h")
+
+
+def pooled_level(p50_hours: np.ndarray, errors: np.ndarray, share: float) -> float:
+    """The calibrated level (GPUs, module docstring) of one day: the highest value at least ``share``
+    of ``{p50_hours[h] + errors[j]}`` (every pair; NaN skipped) reach, clipped at 0; NaN when either
+    array has no finite value."""
+    p = np.asarray(p50_hours, float)
+    e = np.asarray(errors, float)
+    p, e = p[np.isfinite(p)], e[np.isfinite(e)]
+    if len(p) == 0 or len(e) == 0:
+        return float("nan")
+    return max(exceeded_level((p[:, None] + e[None, :]).ravel(), share), 0.0)
+
+
+def day_hour_maxima(forecasts: pd.DataFrame, day_starts: pd.DatetimeIndex, q: str = "p50") -> np.ndarray:
+    """``(len(day_starts), 24)`` float array: per day, the maxima of column ``q`` over its hours in
+    the latest forecast issued before the day began (NaN where that forecast holds no row of the hour,
+    or there is none)."""
+    out = np.full((len(day_starts), 24), np.nan)
+    if forecasts.empty or len(day_starts) == 0:
+        return out
+    issued, k_of = latest_before(forecasts, day_starts)
+    by_issue = dict(tuple(forecasts.groupby("issued_at")))
+    for i, ds in enumerate(day_starts):
+        if k_of[i] < 0:
+            continue
+        g = by_issue[issued[k_of[i]]]
+        g = g[(g["timestamp"] >= ds) & (g["timestamp"] < ds + pd.Timedelta("1D"))]
+        if len(g):
+            h = ((g["timestamp"] - ds) // HOUR).to_numpy()
+            np.fmax.at(out[i], h, g[q].to_numpy(dtype=float))
+    return out
+
+
+def hour_peaks(actual: pd.Series, first_hour: pd.Timestamp, n_hours: int) -> np.ndarray:
+    """Per hour ``first_hour + k``, ``k < n_hours``: the ceiling of the demand's maximum (GPUs; NaN with
+    no known demand). ``actual``: demand indexed by UTC timestamp."""
+    peak = np.full(n_hours, np.nan)
+    ts = actual.index
+    m = (ts >= first_hour) & (ts < first_hour + n_hours * HOUR)
+    v = actual.to_numpy(dtype=float)[m]
+    k = np.asarray((ts[m] - first_hour) // HOUR, dtype=int)
+    ok = np.isfinite(v)
+    if ok.any():
+        np.fmax.at(peak, k[ok], v[ok])
+    return np.ceil(peak - 1e-9)
+
+
+def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.DatetimeIndex,
+                         start: pd.Timestamp, end: pd.Timestamp, share: float
+                         ) -> tuple[np.ndarray, int, np.ndarray]:
+    """The calibrated daily level (GPUs, module docstring) per step of ``times`` (the window
+    ``[start, end]``; days counted from ``start``).
+
+    ``forecasts``: the series' combined rolling forecasts (forecast frame); ``actual``: its demand
+    indexed by timestamp (the history before ``start`` included); ``share``: the spot critical ratio.
+    Returns ``(level per step (NaN: no forecast for the day), days of the window that fell back to
+    the p90 newsvendor level, the errors (GPUs) a day starting at the hour after end's would pool)``; the last is
+    what the plan's next day is sized with (:func:`plan_level`).
+    """
+    n_back = int(WINDOW / pd.Timedelta("1D"))
+    day_starts = pd.date_range(start - WINDOW, end, freq="1D")
+    p50 = day_hour_maxima(forecasts, day_starts)
+    p90 = day_hour_maxima(forecasts, day_starts, FALLBACK)
+    err = (hour_peaks(actual, day_starts[0], 24 * len(day_starts)).reshape(-1, 24) - p50).ravel()
+    n_win = int(WINDOW / HOUR)
+    levels = np.full(len(day_starts), np.nan)
+    fell_back = 0
+    for i in range(n_back, len(day_starts)):
+        past = err[max(0, 24 * i - n_win):24 * i - 1]  # hours ended at least one hour before the day
+        if np.isfinite(past).sum() >= MIN_ERRORS:
+            levels[i] = pooled_level(p50[i], past, share)
+        elif np.isfinite(p90[i]).any():
+            levels[i] = max(exceeded_level(p90[i], share), 0.0)
+            fell_back += 1
+    idx = day_starts.searchsorted(times, side="right") - 1
+    nxt = int((pd.Timestamp(end) - day_starts[0]) // HOUR) + 1  # the hour after the window's last step's
+    return levels[idx], fell_back, err[max(0, nxt - n_win):max(0, nxt - 1)]
+
+
+def plan_level(p50_hours: np.ndarray, p90_hours: np.ndarray, errors: list[float] | None, share: float) -> float:
+    """The plan's next-day calibrated level (GPUs): :func:`pooled_level` of the plan forecast's p50 hour
+    maxima and ``errors`` (``TrainingParams.day_errors_gpus``), or, with fewer than :data:`MIN_ERRORS`
+    finite errors, the p90 newsvendor level, as the replay falls back."""
+    e = np.asarray(errors if errors is not None else [], float)
+    if np.isfinite(e).sum() >= MIN_ERRORS:
+        level = pooled_level(p50_hours, e, share)
+        return 0.0 if np.isnan(level) else level
+    return max(exceeded_level(np.asarray(p90_hours, float), share), 0.0)
+
+
+def next_day_errors(inp) -> list[float] | None:
+    """The errors (GPUs, rounded to 0.01, finite only) a :class:`optimizer.replay_core.ReplayInput`'s
+    next day after its window would pool (``inp.day_errors``), for ``TrainingParams.day_errors_gpus``;
+    None when the input has none."""
+    if inp.day_errors is None:
+        return None
+    e = np.asarray(inp.day_errors, float)
+    return [round(float(x), 2) for x in e[np.isfinite(e)]]
+
+
+def with_plan_terms(params, inp):
+    """``params`` (a :class:`optimizer.policy.TrainingParams`, or inference params, returned as they are)
+    with what the plan's next period needs from the end of ``inp``'s window (a ReplayInput): a calibrated
+    top-up (``c80``/``c90``/``c95``) the margin of the last replayed hour (``topup_margin_gpus``, None
+    where it fell back to p90), a calibrated daily rule the errors :func:`next_day_errors` pools."""
+    d = params.model_dump()
+    if d.get("topup_quantile") in LEVELS:
+        m = inp.topup_margin.get(d["topup_quantile"])
+        last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
+        params = params.model_copy(update={"topup_margin_gpus": last})
+    if d.get("daily_rule") == "calibrated":
+        params = params.model_copy(update={"day_errors_gpus": next_day_errors(inp)})
+    return params
+
+
+__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "calibrated_day_level", "day_hour_maxima", "hour_peaks",
+           "next_day_errors", "plan_level", "with_plan_terms", "pooled_level"]

@@ -1,0 +1,88 @@
+"""The calibrated daily level (optimizer.calibrated_day): the SAA newsvendor level, causal, scale-free, with a
+stated fallback, and the plan's next day sized as the replay sizes a day."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from optimizer.calibrated_day import (MIN_ERRORS, calibrated_day_level, next_day_errors, plan_level,
+                                      pooled_level)
+from optimizer.plan import capacity_plan
+from optimizer.replay_core import ReplayInput
+
+T0 = pd.Timestamp("2024-01-01", tz="UTC")
+STEP = pd.Timedelta("5min")
+
+
+def _setup(days=14, scale=1.0, seed=0):
+    """Whole-GPU demand (20 + gamma noise, x scale) on 5-minute steps, and flat p50 = 20 / p90 = 26 (x scale)
+    forecasts issued every 6 hours for the next two days."""
+    n = days * 288
+    ts = pd.date_range(T0, periods=n, freq=STEP)
+    demand = pd.Series(scale * (20.0 + np.random.default_rng(seed).gamma(1.5, 2.0, n).round()), index=ts)
+    rows = []
+    for issued in pd.date_range(T0 - pd.Timedelta("6h"), ts[-1], freq="6h"):
+        t = pd.date_range(issued + STEP, periods=2 * 288, freq=STEP)
+        rows.append(pd.DataFrame({"issued_at": issued, "timestamp": t, "p50": 20.0 * scale, "p90": 26.0 * scale,
+                                  "p95": 27.0 * scale, "p99": 30.0 * scale}))
+    return demand, pd.concat(rows, ignore_index=True)
+
+
+def test_pooled_level_is_the_share_quantile_of_every_hour_error_pair():
+    # {10, 20} + {0, 5} = {10, 15, 20, 25}: at least half of them reach 20, at least a quarter 25
+    assert pooled_level(np.array([10.0, 20.0]), np.array([0.0, 5.0]), 0.5) == 20.0
+    assert pooled_level(np.array([10.0, 20.0]), np.array([0.0, 5.0]), 0.25) == 25.0
+    assert pooled_level(np.array([10.0, np.nan]), np.array([-30.0, np.nan]), 0.5) == 0.0  # clipped at 0, NaN skipped
+    assert np.isnan(pooled_level(np.array([np.nan]), np.array([1.0]), 0.5))
+
+
+def test_levels_are_causal_and_sized_from_the_realised_errors():
+    demand, fc = _setup()
+    start, end = T0 + pd.Timedelta("7D"), demand.index[-1]
+    times = demand.index[demand.index >= start]
+    lv, n_fb, _ = calibrated_day_level(fc, demand, times, start, end, 0.4)
+    assert n_fb == 0 and np.all(np.isfinite(lv))
+    # the forecast is flat at 20, so the level is 20 + the 60 % quantile of ceil(hour max) - 20: an hour maximum
+    peaks = np.ceil(demand.groupby((demand.index - T0) // pd.Timedelta("1h")).max().to_numpy())
+    first = peaks[(7 * 24 - 168):(7 * 24 - 1)]
+    assert lv[0] == sorted(first, reverse=True)[int(np.ceil(0.4 * len(first))) - 1]
+    cut = start + pd.Timedelta("3D")  # a day boundary: days up to and including that day see nothing after it
+    later = demand.copy()
+    later[later.index >= cut] += 50.0
+    lv2, _, _ = calibrated_day_level(fc, later, times, start, end, 0.4)
+    assert np.array_equal(lv[times < cut + pd.Timedelta("1D")], lv2[times < cut + pd.Timedelta("1D")])
+    assert np.all(lv2[times >= cut + pd.Timedelta("2D")] > lv[times >= cut + pd.Timedelta("2D")])
+
+
+def test_the_level_scales_with_the_pool_and_falls_back_to_p90_without_a_day_of_errors():
+    d1, f1 = _setup()
+    d10, f10 = _setup(scale=10.0)
+    start, end = T0 + pd.Timedelta("7D"), d1.index[-1]
+    times = d1.index[d1.index >= start]
+    a, _, _ = calibrated_day_level(f1, d1, times, start, end, 0.4)
+    b, _, _ = calibrated_day_level(f10, d10, times, start, end, 0.4)
+    assert np.allclose(b, 10 * a)  # no headroom: ten times the pool, ten times the level
+    early = d1.index[d1.index < T0 + pd.Timedelta("2D")]
+    lv, n_fb, _ = calibrated_day_level(f1, d1, early, T0, early[-1], 0.4)
+    assert n_fb == 2 and np.all(lv == 26.0)  # day 1 has no past errors, day 2 only 23 hours of them: the p90 level
+    assert plan_level(np.full(24, 20.0), np.full(24, 26.0), [1.0] * (MIN_ERRORS - 1), 0.4) == 26.0
+
+
+def test_the_plans_next_day_pools_the_errors_the_replay_would_pool():
+    demand, fc = _setup()
+    start, end = T0 + pd.Timedelta("7D"), T0 + pd.Timedelta("12D") - STEP
+    times = demand.index[(demand.index >= start) & (demand.index <= end)]
+    _, _, nxt = calibrated_day_level(fc, demand, times, start, end, 0.4)
+    longer = demand.index[(demand.index >= start) & (demand.index < end + pd.Timedelta("1D"))]
+    lv, _, _ = calibrated_day_level(fc, demand, longer, start, longer[-1], 0.4)
+    inp = ReplayInput(times=times, demand=demand[times].to_numpy(), step_s=300, price=None)
+    inp.day_errors = nxt
+    errors = next_day_errors(inp)
+    assert len(errors) == 167
+    final = fc[fc["issued_at"] == fc["issued_at"][fc["issued_at"] < end + STEP].max()]
+    final = final.assign(issued_at=end + STEP)
+    plan = capacity_plan("training", {"reservation_ratio": 0.0, "daily_rule": "calibrated", "spot_fraction": 1.0,
+                                      "day_errors_gpus": errors}, final, pd.DataFrame(),
+                         history=pd.DataFrame({"timestamp": times, "value": demand[times].to_numpy()}), spot_share=0.4)
+    assert plan["spot_gpus"] == lv[-1]  # the day after the window: the level the replay gives that day
