@@ -90,9 +90,9 @@ def challenge(searched: TrainingParams, searched_objective: float, searched_metr
                 f"{inc.topup_quantile}) on the tuning window by more than the days' noise (objective "
                 f"{searched_objective:,.2f} vs {inc_obj:,.2f} USD, margin {margin:,.2f}), so it replaces it")
         return Challenge(searched, searched_objective, False, inc_obj, margin, note)
-    note = (f"policy: the calibrated rule (optimizer.incumbent: the day on spot at the calibrated level, the "
-            f"{inc.topup_quantile} top-up) is kept; the searched policy's objective {searched_objective:,.2f} "
-            f"vs its {inc_obj:,.2f} USD is within the days' noise ({margin:,.2f}) or worse")
+    note = ("policy: the calibrated rule is recommended (optimizer.incumbent: the day on spot at the calibrated "
+            "level, a calibrated top-up, no headroom); the searched policy did not beat it on the tuning window by "
+            "more than the days' noise (tuning.incumbent_objective in report.json)")
     return Challenge(inc, inc_obj, True, inc_obj, margin, note)
 
 
