@@ -20,7 +20,8 @@ the empirical ``level`` quantile of that forecast's recent errors:
 **Fallback (stated by the caller):** with fewer than :data:`MIN_ERRORS` (one
 day) of past errors the hour uses the fresh p90 maximum instead.
 
-Levels are named ``c80``, ``c90``, ``c95`` (:data:`LEVELS`); the replay reads
+Levels are named ``c80``, ``c90``, ``c95`` (:data:`LEVELS`), and ``a95`` is the adaptive
+level of :mod:`optimizer.adaptive` (the quantile chosen online to cover 95 % of intervals); the replay reads
 them from ``ReplayInput.hour_max`` like the forecast quantiles. The plan's
 next-hour top-up adds the margin of the last hour replayed
 (``TrainingParams.topup_margin_gpus``, from ``ReplayInput.topup_margin``) to
@@ -32,9 +33,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from optimizer.adaptive import TARGETS, adaptive_levels, hour_values
 from optimizer.refresh import refreshed_hour_max
 
 LEVELS = {"c80": 0.80, "c90": 0.90, "c95": 0.95}
+NAMES = (*LEVELS, *TARGETS)  # every calibrated top-up: the fixed levels and the adaptive one (optimizer.adaptive)
 WINDOW = pd.Timedelta("7D")
 MIN_ERRORS = 24
 FALLBACK = "p90"
@@ -82,17 +85,23 @@ def calibrated_levels(p50: np.ndarray, p90: np.ndarray, err: np.ndarray, n_windo
 
 
 def calibrated_hour_max(forecasts: pd.DataFrame, actual: pd.Series, times: pd.DatetimeIndex,
-                        start: pd.Timestamp, end: pd.Timestamp
+                        start: pd.Timestamp, end: pd.Timestamp, floor=None
                         ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """The calibrated top-up levels per time step of ``times`` (a window ``[start,
     end]``), with hours counted from ``start`` as the replay does; errors come from
     the :data:`WINDOW` before each hour, before ``start`` included. Returns
     ``(level name -> float array aligned with times, level name -> margin per step
-    (NaN: fell back), hours of the window with a forecast that fell back to p90)``."""
+    (NaN: fell back), hours of the window with a forecast that fell back to p90)``. ``floor(hours)``:
+    the capacity (GPUs, per hour of ``hours``) held below the top-up, which the adaptive levels count
+    as covering (:func:`optimizer.adaptive.adaptive_levels`); None: none."""
     n_window = int(WINDOW / pd.Timedelta("1h"))
     hours = pd.date_range(start - WINDOW, end, freq="1h")
     p50, p90, err = hour_errors(forecasts, actual, hours)
     lv, mg = calibrated_levels(p50, p90, err, n_window)
+    values = hour_values(actual, hours)
+    for name, target in TARGETS.items():  # the adaptive levels (optimizer.adaptive)
+        lv[name], mg[name], _ = adaptive_levels(p50, p90, err, values, n_window, MIN_ERRORS, target,
+                                                floor=None if floor is None else floor(hours))
     idx = hours.searchsorted(times, side="right") - 1
     first = next(iter(LEVELS))
     fell_back = int((np.isnan(mg[first][n_window:]) & np.isfinite(p90[n_window:])).sum())

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.calibrated import LEVELS
+from optimizer.calibrated import NAMES
 from optimizer.layers import exceeded_level
 from optimizer.replay_core import latest_before
 
@@ -152,10 +152,10 @@ def next_day_errors(inp) -> list[float] | None:
 def with_plan_terms(params, inp):
     """``params`` (a :class:`optimizer.policy.TrainingParams`, or inference params, returned as they are)
     with what the plan's next period needs from the end of ``inp``'s window (a ReplayInput): a calibrated
-    top-up (``c80``/``c90``/``c95``) the margin of the last replayed hour (``topup_margin_gpus``, None
+    top-up (``c80``/``c90``/``c95``/``a95``) the margin of the last replayed hour (``topup_margin_gpus``, None
     where it fell back to p90), a calibrated daily rule the errors :func:`next_day_errors` pools."""
     d = params.model_dump()
-    if d.get("topup_quantile") in LEVELS:
+    if d.get("topup_quantile") in NAMES:
         m = inp.topup_margin.get(d["topup_quantile"])
         last = float(m[-1]) if m is not None and len(m) and np.isfinite(m[-1]) else None
         params = params.model_copy(update={"topup_margin_gpus": last})

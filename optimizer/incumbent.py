@@ -10,22 +10,17 @@ with evidence:
 
 * **The rule** (:data:`INCUMBENT_RULE`): no weekly reservation; the day's level on spot is the
   calibrated daily level at the spot critical ratio (``daily_rule="calibrated"``,
-  :mod:`optimizer.calibrated_day`); the hourly on-demand top-up is a calibrated level
-  (:mod:`optimizer.calibrated`), the lowest of :data:`TOPUP_LEVELS` whose coverage of the tuning
-  window's intervals meets the coverage target (``plan.coverage_target``, 0.95), else the one with
-  the lowest objective. The levels cover the *hour's maximum* at 80, 90 and 95 %, so a level covers
-  more of the hour's intervals than its name; the lowest that meets the target is the cheapest that
-  does. Three ordered levels are not thousands of policies, so the search's safety margin
-  (``coverage_margin``) and its lower confidence bound are not asked of them: on the sample they
-  picked a higher level than the evaluation week needed on 3 of 12 pools. There is no headroom,
-  and nothing else is chosen from the tuning week.
+  :mod:`optimizer.calibrated_day`); the hourly on-demand top-up is the adaptive calibrated level
+  ``a95`` (:mod:`optimizer.adaptive`), whose error quantile moves hour by hour so that the rule's
+  capacity covers the coverage target (0.95) of the intervals. There is no headroom, and nothing
+  is chosen from the tuning week.
 * **The challenge.** The searched policy is recommended instead when its tuning objective is lower
   than the rule's by more than the paired daily noise of :func:`optimizer.rivals.rival_margin`
   (the test a peer must pass against the searched policy, with the roles swapped).
 
 Setting ``plan.training_incumbent`` (``calibrated``, the default, or ``none``: the searched
 policy as before). The rule is also left out when the training bounds do not allow the
-calibrated daily rule or any of the levels (a user who narrowed the search gets the search), under
+calibrated daily rule or the ``a95`` top-up (a user who narrowed the search gets the search), under
 another ``plan.selection_score`` than ``cost`` (the noise margin is in USD), and for a replay input
 built without the calibrated lookup (by hand; :func:`optimizer.inputs.replay_input` always builds it).
 """
@@ -34,14 +29,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.objective import coverage_shortfall
 from optimizer.policy import Metrics, TrainingParams
 from optimizer.rivals import rival_margin, rival_wins
 
-TOPUP_LEVELS = ("c80", "c90", "c95")
 INCUMBENT_RULE = {"reservation_ratio": 0.0, "reservation_basis": "forecast", "quantile": "p50",
                   "daily_rule": "calibrated", "daily_cap": "none", "headroom": 1.0, "spot_fraction": 1.0,
-                  "topup_headroom": 1.0}
+                  "topup_quantile": "a95", "topup_headroom": 1.0}
 INCUMBENTS = ("calibrated", "none")
 
 
@@ -58,43 +51,31 @@ class Challenge:
     note: str
 
 
-def incumbent_candidates(bounds: dict) -> list[TrainingParams]:
-    """The rule at each allowed top-up level (:data:`TOPUP_LEVELS`, ascending); empty when ``bounds``
-    (``plan.training_bounds`` as set) exclude the calibrated daily rule or every level."""
-    if "calibrated" not in bounds.get("daily_rule", ["calibrated"]):
-        return []
-    allowed = bounds.get("topup_quantile", TOPUP_LEVELS)
-    return [TrainingParams(**INCUMBENT_RULE, topup_quantile=t) for t in TOPUP_LEVELS if t in allowed]
-
-
-def pick_level(candidates: list[TrainingParams], evaluate, objective, target: float
-               ) -> tuple[TrainingParams, Metrics]:
-    """The lowest candidate whose tuning metrics (``evaluate(params) -> Metrics``) cover ``target`` of the
-    window's intervals, else the one with the lowest ``objective(metrics)``."""
-    scored = [(p, evaluate(p)) for p in candidates]
-    for p, m in scored:
-        if coverage_shortfall(m, target, "window") <= 0:
-            return p, m
-    return min(scored, key=lambda pm: objective(pm[1]))
+def incumbent(bounds: dict) -> TrainingParams | None:
+    """The rule (:data:`INCUMBENT_RULE`), or None when ``bounds`` (``plan.training_bounds`` as set) exclude
+    the calibrated daily rule or the ``a95`` top-up."""
+    if "calibrated" not in bounds.get("daily_rule", ["calibrated"]) or "a95" not in bounds.get("topup_quantile", ["a95"]):
+        return None
+    return TrainingParams(**INCUMBENT_RULE)
 
 
 def challenge(searched: TrainingParams, searched_objective: float, searched_metrics: Metrics,
-              candidates: list[TrainingParams], evaluate, objective, target: float) -> Challenge:
-    """Keep the incumbent (module docstring) unless the searched policy's objective is below its own
-    by more than :func:`optimizer.rivals.rival_margin` of their daily costs on the tuning window."""
-    inc, m = pick_level(candidates, evaluate, objective, target)
+              rule: TrainingParams, evaluate, objective) -> Challenge:
+    """Keep the incumbent ``rule`` (module docstring) unless the searched policy's objective is below its
+    own by more than :func:`optimizer.rivals.rival_margin` of their daily costs on the tuning window.
+    ``evaluate(params) -> Metrics`` replays on the tuning window; ``objective(metrics) -> USD``."""
+    m = evaluate(rule)
     inc_obj = objective(m)
     margin = rival_margin(m, searched_metrics)
     if rival_wins(inc_obj, searched_objective, margin):
-        note = (f"policy: the searched policy beat the calibrated rule (optimizer.incumbent, top-up "
-                f"{inc.topup_quantile}) on the tuning window by more than the days' noise (objective "
-                f"{searched_objective:,.2f} vs {inc_obj:,.2f} USD, margin {margin:,.2f}), so it replaces it")
+        note = (f"policy: the searched policy beat the calibrated rule (optimizer.incumbent) on the tuning window "
+                f"by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD, margin "
+                f"{margin:,.2f}), so it replaces it")
         return Challenge(searched, searched_objective, False, inc_obj, margin, note)
     note = ("policy: the calibrated rule is recommended (optimizer.incumbent: the day on spot at the calibrated "
-            "level, a calibrated top-up, no headroom); the searched policy did not beat it on the tuning window by "
+            "level, the adaptive a95 top-up, no headroom); the searched policy did not beat it on the tuning window by "
             "more than the days' noise (tuning.incumbent_objective in report.json)")
-    return Challenge(inc, inc_obj, True, inc_obj, margin, note)
+    return Challenge(rule, inc_obj, True, inc_obj, margin, note)
 
 
-__all__ = ["INCUMBENTS", "INCUMBENT_RULE", "TOPUP_LEVELS", "Challenge", "challenge", "incumbent_candidates",
-           "pick_level"]
+__all__ = ["INCUMBENTS", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]

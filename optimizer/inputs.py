@@ -100,7 +100,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         inp.day_level = period_level_lookup(comb, times, day_starts, pd.Timedelta("1D"), pd.Timedelta("1h"), ratio)
         actual = pd.Series(history["value"].to_numpy(), index=ts)
         inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
-        calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end)
+        day_floor = lambda hours: np.ceil(calibrated_day_level(  # noqa: E731  the rule's day layer under a95
+            comb, actual, hours, hours[0], hours[-1], ratio)[0] - 1e-9)
+        calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end, day_floor)
         inp.hour_max.update(calibrated)
         inp.day_calibrated, n_days, inp.day_errors = calibrated_day_level(comb, actual, times, start, end, ratio)
         if n_days:

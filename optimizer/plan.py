@@ -40,7 +40,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from optimizer.calibrated import FALLBACK, LEVELS
+from optimizer.calibrated import FALLBACK, NAMES
 from optimizer.calibrated_day import FALLBACK as CAL_FALLBACK, plan_level
 from optimizer.empirical import conformal_level, day_level_at
 from optimizer.history_levels import baseline_levels, last_nonzero_peak
@@ -104,7 +104,7 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
             if p.topup_quantile == "n95":  # no forecast: the demand's own last value and rises
                 level = float(conformal_level(seen, step_s, np.array([len(seen) - 1]))[0]) if len(seen) else 0.0
-            elif p.topup_quantile in LEVELS:  # fresh p50 + the calibrated margin (optimizer.calibrated), else p90
+            elif p.topup_quantile in NAMES:  # fresh p50 + the calibrated margin (optimizer.calibrated), else p90
                 level = (float(hour["p50"].max()) + p.topup_margin_gpus if p.topup_margin_gpus is not None
                          else float(hour[FALLBACK].max()))
             else:

@@ -41,7 +41,8 @@ class TrainingParams(BaseModel):
       before the hour; ``topup_quantile = "none"`` disables the layer (the
       policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
       use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
-      of a forecast quantile (:mod:`optimizer.calibrated`); ``n95`` the last observed
+      of a forecast quantile (:mod:`optimizer.calibrated`), ``a95`` the quantile of them
+      adapted hour by hour to cover 95 % of intervals (:mod:`optimizer.adaptive`); ``n95`` the last observed
       value plus the 95 % quantile of the demand's rises over an hour in the last 7 days
       (:mod:`optimizer.empirical`, no forecast).
 
@@ -59,7 +60,7 @@ class TrainingParams(BaseModel):
     daily_cap: Literal["none", "last_day_peak"] = "none"
     headroom: float = Field(default=1.0, ge=0.5, le=3)
     spot_fraction: float = Field(default=0.0, ge=0, le=1)
-    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"] = "none"
+    topup_quantile: Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "a95", "n95"] = "none"
     topup_headroom: float = Field(default=1.0, ge=0.5, le=3)
     topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
                                             "over the fresh p50 learnt by the last replayed hour, which the plan's "

@@ -29,7 +29,7 @@ COVERAGE_TARGET = 0.95
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
 # c*: optimizer.calibrated; n95: optimizer.empirical
-TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "n95"]
+TopupChoice = Literal["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95", "a95", "n95"]
 DailyRule = Literal["newsvendor", "max", "empirical", "calibrated"]
 
 
@@ -85,7 +85,7 @@ class TrainingBounds(_Bounds):
                                             "weekly and daily layers may size on")
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
                                                      "choices: none, a forecast quantile, a calibrated level "
-                                                     "c80/c90/c95, or n95 (last value + q95 of the rises over an hour)")
+                                                     "c80/c90/c95, the adaptive a95 (optimizer.adaptive), or n95 (last value + q95 of the rises over an hour)")
     daily_rule: list[DailyRule] | None = Field(default=None, min_length=1, description="what the daily layer "
                                                "sizes on: the forecast quantile's newsvendor level or maximum, the "
                                                "demand's own recent hour maxima (empirical), or the p50 plus the "

@@ -143,7 +143,7 @@ def _training_grid_skip(v: dict, first_quantile: str) -> bool:
     with no forecast quantile (none, calibrated, n95) only at headroom 1; the empirical and calibrated
     daily rules (:mod:`optimizer.empirical`, :mod:`optimizer.calibrated_day`: levels in GPUs, no forecast
     quantile) only at headroom 1 and ``first_quantile`` (they read none)."""
-    if v["topup_quantile"] in ("none", "c80", "c90", "c95", "n95") and v["topup_headroom"] != 1.0:
+    if v["topup_quantile"] in ("none", "c80", "c90", "c95", "a95", "n95") and v["topup_headroom"] != 1.0:
         return True
     return v["daily_rule"] in ("empirical", "calibrated") and (v["headroom"] != 1.0 or v["quantile"] != first_quantile)
 
@@ -183,7 +183,7 @@ TRAINING_ANCHORS = [
 
 # ordinal position of each choice (calibrated levels between the quantiles they usually fall between;
 # n95, last value + q95 of the hour's rise, between c95 and p99)
-_RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "n95": 3.75, "p99": 4}
+_RANK = {"none": 0, "p50": 1, "c80": 1.5, "p90": 2, "c90": 2.5, "p95": 3, "c95": 3.5, "a95": 3.6, "n95": 3.75, "p99": 4}
 
 
 def ordered_labels(choices) -> list[str]:

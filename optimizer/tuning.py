@@ -63,7 +63,7 @@ import pandas as pd
 from optimizer import baseline as base
 from optimizer.calibrated_day import with_plan_terms
 from optimizer.expressed import expressed_params
-from optimizer.incumbent import challenge, incumbent_candidates
+from optimizer.incumbent import challenge, incumbent
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.noise_ties import noise_tie_notes
@@ -306,11 +306,11 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    cands = incumbent_candidates(pc.training_bounds.as_dict()) if (
+    rule = incumbent(pc.training_bounds.as_dict()) if (
         task.kind == "training" and pc.training_incumbent == "calibrated" and score is None
-        and tune.day_calibrated is not None) else []  # (a hand-built input without the lookup: the search)
-    if cands:  # the calibrated rule stays unless the search beats it by more than the days' noise
-        ch = challenge(best_params, best_obj, evaluate(best_params), cands, evaluate, obj, pc.coverage_target)
+        and tune.day_calibrated is not None) else None  # (a hand-built input without the lookup: the search)
+    if rule is not None:  # the calibrated rule stays unless the search beats it by more than the days' noise
+        ch = challenge(best_params, best_obj, evaluate(best_params), rule, evaluate, obj)
         best_params, best_obj, _ = ch.params, ch.objective, notes.append(ch.note)
         tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept)
     chosen = "searched"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from optimizer.calibrated import LEVELS, MIN_ERRORS, calibrated_hour_max
+from optimizer.calibrated import LEVELS, MIN_ERRORS, NAMES, calibrated_hour_max
 from optimizer.plan import capacity_plan
 from optimizer.search import coverage_shortfall
 from optimizer.policy import Metrics
@@ -34,7 +34,7 @@ def test_levels_are_calibrated_ordered_and_fall_back_to_p90_without_a_day_of_err
     start, end = T0 + pd.Timedelta("7D"), demand.index[-1]
     times = demand.index[demand.index >= start]
     lv, margin, n_fb = calibrated_hour_max(fc, demand, times, start, end)
-    assert n_fb == 0 and set(lv) == set(LEVELS)
+    assert n_fb == 0 and set(lv) == set(NAMES)  # the fixed levels and the adaptive a95 (test_adaptive.py)
     assert np.all(lv["c80"] <= lv["c90"]) and np.all(lv["c90"] <= lv["c95"])
     hour_peak = np.ceil(demand[times].groupby((times - start) // pd.Timedelta("1h")).transform("max").to_numpy())
     for name, a in LEVELS.items():
@@ -57,7 +57,7 @@ def test_no_level_uses_demand_observed_after_its_hour_began():
     a, _, _ = calibrated_hour_max(fc, demand, times, start, end)
     b, _, _ = calibrated_hour_max(fc, later, times, start, end)
     before = times < cut + pd.Timedelta("1h")  # the hour starting at the cut is decided before it
-    for name in LEVELS:
+    for name in NAMES:
         assert np.array_equal(a[name][before], b[name][before])
         assert not np.array_equal(a[name], b[name])  # and later hours do see the change
 

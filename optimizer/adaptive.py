@@ -1,0 +1,92 @@
+"""Adaptive calibrated top-up: the error quantile that keeps the hour's intervals covered at the target.
+
+The calibrated top-ups of :mod:`optimizer.calibrated` add to the fresh p50 hour maximum a fixed
+quantile (80, 90 or 95 %) of the forecast's recent errors against the *hour's maximum*. Coverage
+counts *intervals* (5-minute steps), and how many of an hour's intervals lie below its maximum
+depends on the pool: a flat pool's steps sit near the hour's maximum, a bursty pool's well below.
+So no fixed error quantile gives the same interval coverage on every pool, and choosing one of
+them on a tuning week is a guess.
+
+The adaptive level (``topup_quantile="a95"``) chooses the error quantile ``beta`` online, by
+adaptive conformal inference (Gibbs & Candès, *Adaptive Conformal Inference Under Distribution
+Shift*, NeurIPS 2021): after each hour is observed, ``beta`` moves by ``GAMMA x (target - the
+hour's interval coverage)``, so it rises after hours with misses and falls after hours covered
+with room to spare, and the long-run share of covered intervals tends to ``target`` (0.95, the
+coverage target) whatever the errors' distribution:
+
+* hour ``h``'s level = ``fresh p50 max + the beta_h quantile of err[h - WINDOW .. h - 2]``
+  (``method="higher"``, the errors of :mod:`optimizer.calibrated`), clipped at 0;
+* ``beta_{h+1} = clip(beta_h + GAMMA x (target - coverage of hour h - 1), 0, 1)``, the coverage of
+  the newest hour that ended at least one hour before ``h + 1`` began (an hour's demand is known
+  one hour after it ends, as for the errors); hour coverage = the share of its known steps with
+  demand <= ``max(ceil(level), floor)``, where ``floor`` is the capacity held below the top-up. The
+  replay input (:func:`optimizer.inputs.replay_input`) passes the calibrated daily layer
+  (:mod:`optimizer.calibrated_day`), so ``a95`` keeps 95 % of intervals covered by the calibrated
+  rule of :mod:`optimizer.incumbent` (the day at the calibrated level plus this top-up). Beside
+  another daily rule the top-up is the same, and covers what that rule's day layer leaves to it
+  only as far as the two layers agree;
+* ``beta`` starts at :data:`BETA0` at the first hour of the errors' window (7 days before the
+  replay window), so it has adapted over a week before the first decision scored.
+
+:data:`GAMMA` = 0.05 per hour: a week (168 hours) of coverage 0.05 below the target moves ``beta``
+by 0.42, so the level follows a change of regime within days; Gibbs & Candès's bound on the
+long-run coverage error, ``(max(beta_1, 1 - beta_1) + GAMMA) / (GAMMA x T)``, is then below 0.03
+after four weeks of hours. Hours that fall back (fewer than a day of errors) use p90, as the fixed
+levels, and do not update ``beta``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+TARGETS = {"a95": 0.95}  # level name -> target share of covered intervals
+GAMMA = 0.05
+BETA0 = 0.8
+
+
+def hour_values(actual: pd.Series, hour_starts: pd.DatetimeIndex) -> list[np.ndarray]:
+    """Per hour of ``hour_starts`` (consecutive, 1 h apart), the known demand of its steps (GPUs; float
+    array, possibly empty). ``actual``: demand indexed by timestamp."""
+    n = len(hour_starts)
+    if n == 0:
+        return []
+    m = (actual.index >= hour_starts[0]) & (actual.index < hour_starts[-1] + pd.Timedelta("1h"))
+    v = actual.to_numpy(dtype=float)[m]
+    k = np.asarray((actual.index[m] - hour_starts[0]) // pd.Timedelta("1h"), dtype=int)
+    ok = np.isfinite(v)
+    order = np.argsort(k[ok], kind="stable")
+    kk, vv = k[ok][order], v[ok][order]
+    cuts = np.searchsorted(kk, np.arange(n + 1))
+    return [vv[cuts[i]:cuts[i + 1]] for i in range(n)]
+
+
+def adaptive_levels(p50: np.ndarray, p90: np.ndarray, err: np.ndarray, values: list[np.ndarray], n_window: int,
+                    min_errors: int, target: float, gamma: float = GAMMA, beta0: float = BETA0,
+                    floor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per hour (module docstring): ``(level, margin over p50 (NaN: fell back to p90), beta used)``, GPUs
+    and quantile levels. ``p50``/``p90``: the fresh hour maxima; ``err``: ``ceil(hour max) - p50``;
+    ``values``: each hour's known demand (:func:`hour_values`); ``n_window``: hours of errors pooled;
+    ``min_errors``: fewer past errors than this fall back to p90; ``floor``: per hour, the capacity (GPUs)
+    held below the top-up (the day's layer), counted in the hour's coverage (NaN or None: 0)."""
+    n = len(p50)
+    level, margin, used = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    beta = beta0
+    for h in range(n):
+        k = h - 2  # the newest hour whose demand is known when hour h is decided
+        if k >= 0 and np.isfinite(margin[k]) and np.isfinite(p50[k]) and len(values[k]):
+            held = max(np.ceil(level[k] - 1e-9), 0.0 if floor is None or not np.isfinite(floor[k]) else floor[k])
+            cov = float((values[k] <= held + 1e-9).mean())
+            beta = min(1.0, max(0.0, beta + gamma * (target - cov)))
+        past = err[max(0, h - n_window):max(0, h - 1)]
+        past = past[np.isfinite(past)]
+        if len(past) < min_errors:
+            level[h] = p90[h]
+            continue
+        used[h] = beta
+        margin[h] = float(np.quantile(past, beta, method="higher"))
+        level[h] = max(0.0, p50[h] + margin[h])
+    return level, margin, used
+
+
+__all__ = ["BETA0", "GAMMA", "TARGETS", "adaptive_levels", "hour_values"]
