@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.rivals import SEARCHED_KEPT
+from optimizer.rivals import RULE_KEPT, SEARCHED_KEPT
 
 #: rank -> heading; lower ranks print first
 RANKS = {0: "Act on", 1: "Which policy the manifests carry", 2: "For information"}
@@ -61,7 +61,7 @@ def rank(text: str, warning: bool) -> int:
     """The :data:`RANKS` key of a note."""
     if warning:
         return 0
-    return 1 if text.startswith("policy:") and not text.endswith(SEARCHED_KEPT) else 2
+    return 1 if text.startswith("policy:") and not text.endswith((SEARCHED_KEPT, RULE_KEPT)) else 2
 
 
 def series_notes(report, verbose: bool = False) -> list[tuple[str, str, bool]]:

@@ -78,4 +78,10 @@ def challenge(searched: TrainingParams, searched_objective: float, searched_metr
     return Challenge(rule, inc_obj, True, inc_obj, margin, note)
 
 
-__all__ = ["INCUMBENTS", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]
+def kept_name(tuning: dict) -> str:
+    """What the tuning kept before the rivals, for the notes: ``calibrated rule`` when ``tuning["incumbent_kept"]``,
+    else ``searched policy``."""
+    return "calibrated rule" if tuning.get("incumbent_kept") else "searched policy"
+
+
+__all__ = ["INCUMBENTS", "kept_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]

@@ -40,6 +40,8 @@ Z = 1.645  # one-sided 95 % standard normal quantile (module docstring)
 #: how the tuning's note on a rival that was cheaper by less than the margin ends: the exports keep the
 #: searched policy (capplan.notes files such a note under information, not under which policy is carried)
 SEARCHED_KEPT = "so the searched policy is kept"
+#: the same ending when the tuning kept the calibrated rule of optimizer.incumbent instead of the searched policy
+RULE_KEPT = "so the calibrated rule is kept"
 
 
 def rival_margin(searched: Metrics, rival: Metrics, z: float = Z) -> float:
@@ -62,4 +64,4 @@ def rival_wins(searched_objective: float, rival_objective: float, margin: float)
     return bool(rival_objective < searched_objective - max(margin, 0.0) - noise)
 
 
-__all__ = ["SEARCHED_KEPT", "Z", "rival_margin", "rival_wins"]
+__all__ = ["RULE_KEPT", "SEARCHED_KEPT", "Z", "rival_margin", "rival_wins"]

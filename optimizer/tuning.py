@@ -63,7 +63,7 @@ import pandas as pd
 from optimizer import baseline as base
 from optimizer.calibrated_day import with_plan_terms
 from optimizer.expressed import expressed_params
-from optimizer.incumbent import challenge, incumbent
+from optimizer.incumbent import challenge, incumbent, kept_name
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.noise_ties import noise_tie_notes
@@ -73,7 +73,7 @@ from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
 from optimizer.quick_grid import scan_grid, scan_only
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.rivals import SEARCHED_KEPT, rival_margin, rival_wins
+from optimizer.rivals import RULE_KEPT, SEARCHED_KEPT, rival_margin, rival_wins
 from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
                               training_space)
 from optimizer.selection import WeeklyScore, selection_score  # noqa: F401 (re-exported)
@@ -335,15 +335,15 @@ def tune_policy(task: SearchTask) -> Tuned:
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
         chosen = best_rival
-        notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the searched policy on the tuning window (objective "
+        notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the {kept_name(tuning)} on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
                      f"so it is recommended; " + ("the exports carry it as the policy that expresses it (optimizer.expressed)"
                                                  if expressed_params(best_rival, task.kind, {}) is not None else
-                                                 "the exports cannot express it and carry the searched policy"))
+                                                 f"the exports cannot express it and carry the {kept_name(tuning)}"))
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
-                     f"({margin:,.2f}; optimizer.rivals), {SEARCHED_KEPT}")
+                     f"({margin:,.2f}; optimizer.rivals), {RULE_KEPT if tuning.get('incumbent_kept') else SEARCHED_KEPT}")
     if weekly:  # the week-to-week spread and the walk-forward check (optimizer.weekly)
         tuning["weeks"] = score.report(rival_metrics[chosen] if chosen != "searched" else evaluate(best_params))
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
