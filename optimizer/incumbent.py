@@ -78,10 +78,29 @@ def challenge(searched: TrainingParams, searched_objective: float, searched_metr
     return Challenge(rule, inc_obj, True, inc_obj, margin, note)
 
 
+def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool) -> tuple[TrainingParams | None, str | None]:
+    """The rule for one series' tuning, and a note when ``settings.training_incumbent`` asks for it but it is
+    left out (module docstring): ``(rule, None)``, ``(None, note)``, or ``(None, None)`` for an inference
+    service, ``training_incumbent: none`` or a hand-built input without the calibrated lookup
+    (``has_lookup`` False: a library caller's own input, where the search alone was asked for).
+    ``settings``: :class:`optimizer.search_settings.SearchSettings`; ``usd_objective``: the selection
+    score is ``cost``."""
+    if kind != "training" or settings.training_incumbent != "calibrated" or not has_lookup:
+        return None, None
+    if not usd_objective:
+        return None, ("tuning: the calibrated rule (optimizer.incumbent) was left out: its noise test is in USD and "
+                      f"plan.selection_score is {settings.selection_score}; the searched policy stands alone")
+    rule = incumbent(settings.training_bounds.as_dict())
+    if rule is None:
+        return None, ("tuning: the calibrated rule (optimizer.incumbent) was left out: plan.training_bounds exclude "
+                      "the calibrated daily rule or the a95 top-up; the searched policy stands alone")
+    return rule, None
+
+
 def kept_name(tuning: dict) -> str:
     """What the tuning kept before the rivals, for the notes: ``calibrated rule`` when ``tuning["incumbent_kept"]``,
     else ``searched policy``."""
     return "calibrated rule" if tuning.get("incumbent_kept") else "searched policy"
 
 
-__all__ = ["INCUMBENTS", "kept_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]
+__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]

@@ -166,9 +166,10 @@ class SearchSettings(BaseModel):
         "optimizer.replay.spot_outage)")
     training_incumbent: Literal["calibrated", "none"] = Field(
         default="calibrated", description="training pools: the rule the searched policy must beat on the tuning "
-        "window by more than the days' noise to be recommended: the calibrated daily level on spot with a calibrated "
-        "top-up ('calibrated', optimizer.incumbent; no headroom, nothing chosen from one week but the top-up level "
-        "that meets the coverage target), or none (the searched policy as it is)")
+        "window by more than the days' noise to be recommended: the calibrated daily level on spot with the adaptive "
+        "a95 top-up ('calibrated', optimizer.incumbent; no headroom, nothing chosen on the tuning week), or none (the "
+        "searched policy as it is). Training bounds that exclude the calibrated daily rule or a95, or another "
+        "selection_score than cost, leave the rule out, and a note says so")
     queue_unmet: bool = Field(default=False, description="training replay: unmet demand waits in a queue and "
                               "runs later instead of being lost")
     random_search: bool = Field(default=True, description="also run a random search with the same budget, "

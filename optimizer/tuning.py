@@ -63,7 +63,7 @@ import pandas as pd
 from optimizer import baseline as base
 from optimizer.calibrated_day import with_plan_terms
 from optimizer.expressed import expressed_params
-from optimizer.incumbent import challenge, incumbent, kept_name
+from optimizer.incumbent import challenge, incumbent_for, kept_name
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.noise_ties import noise_tie_notes
@@ -306,9 +306,8 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    rule = incumbent(pc.training_bounds.as_dict()) if (
-        task.kind == "training" and pc.training_incumbent == "calibrated" and score is None
-        and tune.day_calibrated is not None) else None  # (a hand-built input without the lookup: the search)
+    rule, why_not = incumbent_for(task.kind, pc, score is None, tune.day_calibrated is not None)
+    notes += [why_not] if why_not else []
     if rule is not None:  # the calibrated rule stays unless the search beats it by more than the days' noise
         ch = challenge(best_params, best_obj, evaluate(best_params), rule, evaluate, obj)
         best_params, best_obj, _ = ch.params, ch.objective, notes.append(ch.note)

@@ -35,3 +35,18 @@ def test_the_search_replaces_the_rule_only_beyond_the_days_noise():
     # a searched policy dearer than the rule never replaces it
     dearer = _m(760.0, 0.99, [700.0 / 7 + 60.0 / 7] * 7)
     assert challenge(searched, 760.0, dearer, rule, lambda p: at_rule, lambda m: m.cost_usd).incumbent_kept
+
+
+def test_a_rule_left_out_says_why():
+    from optimizer.incumbent import incumbent_for
+    from optimizer.search_settings import SearchSettings
+
+    rule, note = incumbent_for("training", SearchSettings(), True, True)
+    assert rule == incumbent({}) and note is None
+    narrowed = SearchSettings(training_bounds={"daily_rule": ["newsvendor", "max"]})
+    rule, note = incumbent_for("training", narrowed, True, True)
+    assert rule is None and "training_bounds exclude" in note
+    rule, note = incumbent_for("training", SearchSettings(selection_score="daily_regret_q75"), False, True)
+    assert rule is None and "daily_regret_q75" in note
+    assert incumbent_for("training", SearchSettings(training_incumbent="none"), True, True) == (None, None)
+    assert incumbent_for("inference", SearchSettings(), True, True) == (None, None)
