@@ -6,7 +6,7 @@ GPUs and replicas are counts.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,7 +65,8 @@ class TrainingParams(BaseModel):
     topup_margin_gpus: float | None = Field(default=None, description="calibrated top-up only: the margin (GPUs) "
                                             "over the fresh p50 learnt by the last replayed hour, which the plan's "
                                             "next hour uses (set after tuning, never searched; None: use p90)")
-    day_errors_gpus: list[float] | None = Field(default=None, description="calibrated daily rule only: the forecast's "
+    day_errors_gpus: list[Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
+        default=None, max_length=168, description="calibrated daily rule only: the forecast's "
                                                 "hourly errors (GPUs) of the 7 days before the plan, which size the "
                                                 "plan's next day (optimizer.calibrated_day; set after tuning, never "
                                                 "searched; None or under a day of them: the p90 newsvendor level)")

@@ -103,7 +103,7 @@ def lint_object(file: str, o: dict) -> list[Problem]:
 
 
 def _policy_params(file: str, o: dict, out: list[Problem]) -> None:
-    """Inference params a hand edit broke (the schema only says ``params`` is an object):
+    """Params a hand edit broke (the schema only says ``params`` is an object):
     :func:`optimizer.exporters.policy_fields.param_problems` per ``spec.series`` entry."""
     series = (o.get("spec") or {}).get("series") if isinstance(o.get("spec"), dict) else None
     for i, e in enumerate(series if isinstance(series, list) else []):

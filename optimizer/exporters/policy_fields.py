@@ -12,7 +12,7 @@ import re
 
 from pydantic import ValidationError
 
-from optimizer.policy import InferenceParams
+from optimizer.policy import InferenceParams, TrainingParams
 
 SIGNIFICANT = 4  # digits a human reads in policy.yaml; USD keep cents
 
@@ -60,18 +60,22 @@ def param_problems(entry: dict) -> list[tuple[str, str]]:
     replica bounds and target must agree with ``params``, which the writers render (a hand
     edit of ``scaling`` alone would change nothing). The rule is pydantic's message or
     capplan's; a value is never repeated (a hand-edited file may hold anything).
-    Training params only record the search's choice (the Volcano queue reads the capacity), so
-    they are not checked."""
-    if not isinstance(entry, dict) or entry.get("kind") != "inference":
+    A training entry's params must be an :class:`optimizer.policy.TrainingParams`: the Volcano queue
+    reads the capacity, not them, but the object is applied as it is, and a value JSON cannot hold
+    (NaN, inf in ``dayErrorsGpus``) fails ``kubectl apply``."""
+    if not isinstance(entry, dict) or entry.get("kind") not in ("inference", "training"):
         return []
     params = entry.get("params", {})
     if not isinstance(params, dict):
         return [("params", "must be a mapping")]
+    model = InferenceParams if entry["kind"] == "inference" else TrainingParams
     try:
-        p = InferenceParams.model_validate(snake_dict(params))
+        p = model.model_validate(snake_dict(params))
     except ValidationError as exc:
         return [("params." + ".".join(camel(str(x)) for x in e["loc"]) if e["loc"] else "params", e["msg"])
                 for e in exc.errors()]
+    if entry["kind"] == "training":
+        return []
     out = []
     if p.min_replicas > p.max_replicas:
         out.append(("params.minReplicas", "must not exceed params.maxReplicas"))

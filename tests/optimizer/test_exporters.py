@@ -337,6 +337,12 @@ def test_policy_round_trip(tmp_path):
     bad = copy.deepcopy(doc)
     bad["spec"]["series"][0]["capacity"]["onDemandHourly"] = {"leadTime": "PT1H", "gpus": -1}
     assert rules(validate_object(bad, "policy.yaml")) == {"schema:dispatcherpolicy"}
+    for errors, where in (([1.0] * 29 + [float("nan")], "params.dayErrorsGpus.29"), ("many", "params.dayErrorsGpus"),
+                          ([1.0] * 500, "params.dayErrorsGpus")):  # a hand edit JSON or the rule cannot hold
+        bad = copy.deepcopy(doc)
+        bad["spec"]["series"][0]["params"]["dayErrorsGpus"] = errors
+        probs = lint_object("policy.yaml", bad)
+        assert [p.path for p in probs if p.rule == "policy-params"] == [f"spec.series[0].{where}"], errors
     assert tr["expected"]["baseline"]["costUsd"] == 1500.0 and tr["forecastVersion"] == "20261129T140000Z-s0"
     inf = doc["spec"]["series"][1]
     assert inf["scaling"]["prescale"]["leadTime"] == "PT900S" and inf["params"]["targetUtilization"] == 0.65
