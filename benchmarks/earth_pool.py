@@ -32,6 +32,7 @@ from capplan.sources.sample import sample_dir
 from capplan.stages.search import search_tasks
 from forecasting.types import SeriesMeta
 from optimizer.empirical import empirical_day_level
+from optimizer.incumbent import recommended_name
 from optimizer.layers import critical_ratios, exceeded_level
 from optimizer.tuning import PolicyReplay
 
@@ -130,7 +131,7 @@ def daily_layer_idle(evalw, share: float) -> dict[str, float]:
 def hindsight_targets(task, seed: int, limit_idle: float) -> dict[str, float]:
     """Can the search's own family meet the large-pool targets at all? Every policy of the
     training scan (:func:`benchmarks.policy_hindsight.hindsight_points`: the grid the search starts
-    from, about 2,600 policies) replayed on the evaluation window of ``task`` (an
+    from, about 2,600 policies, and the calibrated rule of :mod:`optimizer.incumbent`) replayed on the evaluation window of ``task`` (an
     :class:`optimizer.tuning.SearchTask`) and judged **on that window itself** (not causal: a
     diagnostic bound, never a recommendation). Returns ``hindsight_feasible``: how many policies
     cover at least :data:`COVERAGE` with regret <= :data:`REGRET_TARGET` and an idle ratio within
@@ -179,7 +180,7 @@ def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], 
             lim = oracle_idle(oc)
             bound = bound or hindsight_targets(task, seed, lim)
             rows.append({"pool": sid, "seed": seed, "peak_gpus": float(np.nanmax(state.prep.h5["value"])),
-                         "policy": oc.recommended_policy, "regret": reg.get("recommended", np.nan),
+                         "policy": recommended_name(oc.recommended_policy, oc.tuning), "regret": reg.get("recommended", np.nan),
                          "coverage": rec.coverage, "idle": rec.idle_ratio, "limit_idle": lim,
                          "idle_gap": rec.idle_ratio - lim, "cost_usd": rec.cost_usd,
                          "baseline_regret": reg.get("baseline", np.nan),
@@ -187,7 +188,7 @@ def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], 
                          **_peer_figures(oc, "empirical", reg), **layer_idle, **bound, "forecast_s": round(t1 - t0),
                          "search_s": round(time.perf_counter() - t2)})
             print(f"{sid} seed {seed}: regret {rows[-1]['regret']:.3f} coverage {rec.coverage:.3f} idle "
-                  f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{oc.recommended_policy}] {_shown(oc.params)}", flush=True)
+                  f"{rec.idle_ratio:.3f} (limit {lim:.3f}) [{rows[-1]['policy']}] {_shown(oc.params)}", flush=True)
     return pd.DataFrame(rows)
 
 
@@ -211,7 +212,7 @@ def scale_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
         out.append((f"{r['pool']}: regret <= {REGRET_TARGET}", r["regret"] <= REGRET_TARGET, f"{r['regret']:.3f}"))
         out.append((f"{r['pool']}: idle within {IDLE_GAP} of the limit's", abs(r["idle_gap"]) <= IDLE_GAP,
                     f"{r['idle']:.3f} vs {r['limit_idle']:.3f}; in hindsight {r['hindsight_feasible']} of the scan's "
-                    f"policies meet both at coverage >= {COVERAGE} (lowest idle at the regret target "
+                    f"policies and the calibrated rule meet both at coverage >= {COVERAGE} (lowest idle at the regret target "
                     f"{r['hindsight_idle_at_regret']:.3f}, lowest regret at the idle target "
                     f"{r['hindsight_regret_at_idle']:.3f})"))
     return out

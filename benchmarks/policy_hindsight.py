@@ -10,7 +10,8 @@ reaches the target there. The analogue for forecasts is
 
 Families (:func:`hindsight_points`):
 
-* training pools: the scan of :func:`optimizer.search.grid_scan` (:data:`optimizer.search.TRAINING_GRID`);
+* training pools: the scan of :func:`optimizer.search.grid_scan` (:data:`optimizer.search.TRAINING_GRID`),
+  plus the calibrated rule of :mod:`optimizer.incumbent` (its ``a95`` top-up is not on the scan's grid);
 * inference services: the scan of :data:`optimizer.search.INFERENCE_GRID` widened for the
   ``lookahead`` family (:data:`LOOKAHEAD_HINDSIGHT`: level windows from one step to an hour and
   error quantiles from 0.5 to 0.975 in 0.025 steps, with and without the utilisation trigger's
@@ -28,7 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optimizer.policy import Metrics
+from optimizer.incumbent import INCUMBENT_RULE
+from optimizer.policy import Metrics, TrainingParams
 from optimizer.replay import ReplayInput
 from optimizer.search import INFERENCE_GRID, Space
 from optimizer.tuning import PolicyReplay
@@ -75,6 +77,8 @@ def hindsight_points(pr: PolicyReplay, tune: ReplayInput) -> list:
                      grid={**INFERENCE_GRID, **LOOKAHEAD_HINDSIGHT, "family": ["lookahead"],
                            "prescale_quantile": ["none"], "prescale_lead_s": [600]})
         pts = [p for p in pts if p.family == "hpa"] + [space.to_params(x) for x in look.grid_points()]
+    else:
+        pts.append(TrainingParams(**INCUMBENT_RULE))
     return pts
 
 

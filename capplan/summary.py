@@ -176,9 +176,10 @@ def mix_lines(summary: dict) -> list[str]:
     quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; held to it, coverage "
               + (f"{100 * q['capped_coverage']:.1f} %)" if q.get("capped_coverage") is not None else "n/a)"))
              for q in summary.get("quota") or []]
+    basis = "the most GPUs the plan held at once on the evaluation window"
     if len(quota) == 1:
-        lines.append(f"{quota[0][0]}: raise the quota to {quota[0][1]}")
+        lines.append(f"{quota[0][0]}: raise the quota to {quota[0][1]}, {basis}")
     elif quota:
-        lines.append(f"{len(quota)} pools above their quota; raise the quota to: "
+        lines.append(f"{len(quota)} pools above their quota; raise the quota to {basis}: "
                      + "; ".join(f"{sid} {text}" for sid, text in quota))
     return lines

@@ -61,6 +61,14 @@ def hour_values(actual: pd.Series, hour_starts: pd.DatetimeIndex) -> list[np.nda
     return [vv[cuts[i]:cuts[i + 1]] for i in range(n)]
 
 
+def hour_peaks(actual: pd.Series, first_hour: pd.Timestamp, n_hours: int) -> np.ndarray:
+    """Per hour ``first_hour + k``, ``k < n_hours``: the ceiling of the demand's maximum over its known steps
+    (GPUs; float array, NaN with no known demand), from :func:`hour_values`. ``actual``: demand indexed by
+    UTC timestamp."""
+    vals = hour_values(actual, pd.date_range(first_hour, periods=n_hours, freq="1h"))
+    return np.array([np.ceil(v.max() - 1e-9) if len(v) else np.nan for v in vals], dtype=float)
+
+
 def adaptive_levels(p50: np.ndarray, p90: np.ndarray, err: np.ndarray, values: list[np.ndarray], n_window: int,
                     min_errors: int, target: float, gamma: float = GAMMA, beta0: float = BETA0,
                     floor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,4 +97,4 @@ def adaptive_levels(p50: np.ndarray, p90: np.ndarray, err: np.ndarray, values: l
     return level, margin, used
 
 
-__all__ = ["BETA0", "GAMMA", "TARGETS", "adaptive_levels", "hour_values"]
+__all__ = ["BETA0", "GAMMA", "TARGETS", "adaptive_levels", "hour_peaks", "hour_values"]

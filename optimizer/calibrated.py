@@ -17,8 +17,11 @@ the empirical ``level`` quantile of that forecast's recent errors:
 * the top-up level = ``fresh p50 max + that quantile`` (``method="higher"``: an
   observed error, never an interpolation), clipped at 0.
 
-**Fallback (stated by the caller):** with fewer than :data:`MIN_ERRORS` (one
-day) of past errors the hour uses the fresh p90 maximum instead.
+**Fallback (stated by the caller):** with fewer than :data:`MIN_ERRORS` past errors the hour
+uses the fresh p90 maximum instead. :data:`MIN_ERRORS` = 23 is one day of errors as they can be
+known: a day of forecasts yields 23 by the end of that day, since its last hour's maximum is known
+only an hour after it ends (with 24 the day after a series' first day of forecasts always fell back,
+for the daily level of :mod:`optimizer.calibrated_day` too).
 
 Levels are named ``c80``, ``c90``, ``c95`` (:data:`LEVELS`), and ``a95`` is the adaptive
 level of :mod:`optimizer.adaptive` (the quantile chosen online to cover 95 % of intervals); the replay reads
@@ -33,13 +36,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.adaptive import TARGETS, adaptive_levels, hour_values
+from optimizer.adaptive import TARGETS, adaptive_levels, hour_peaks, hour_values
 from optimizer.refresh import refreshed_hour_max
 
 LEVELS = {"c80": 0.80, "c90": 0.90, "c95": 0.95}
 NAMES = (*LEVELS, *TARGETS)  # every calibrated top-up: the fixed levels and the adaptive one (optimizer.adaptive)
 WINDOW = pd.Timedelta("7D")
-MIN_ERRORS = 24
+MIN_ERRORS = 23  # one day of errors as they can be known (module docstring)
 FALLBACK = "p90"
 
 
@@ -55,12 +58,8 @@ def hour_errors(forecasts: pd.DataFrame, actual: pd.Series, hour_starts: pd.Date
     k = hour_starts.searchsorted(steps, side="right") - 1
     p50, p90 = np.full(n, np.nan), np.full(n, np.nan)
     p50[k[::-1]], p90[k[::-1]] = fresh["p50"][::-1], fresh[FALLBACK][::-1]  # each hour's first step
-    peak = np.full(n, np.nan)
-    v = actual.reindex(steps).to_numpy(dtype=float)
-    ok = np.isfinite(v)
-    if ok.any():
-        np.fmax.at(peak, k[ok], v[ok])
-    return p50, p90, np.ceil(peak - 1e-9) - p50
+    peak = hour_peaks(actual, hour_starts[0], n) if n else np.full(0, np.nan)
+    return p50, p90, peak - p50
 
 
 def calibrated_levels(p50: np.ndarray, p90: np.ndarray, err: np.ndarray, n_window: int

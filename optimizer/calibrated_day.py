@@ -29,8 +29,8 @@ A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with
 rule holds at any pool size.
 
 **Fallback (stated by the caller, :func:`optimizer.inputs.replay_input`):** a day with fewer than
-:data:`MIN_ERRORS` (one day) of past errors uses the p90 newsvendor level of the same forecast
-(:data:`FALLBACK`); a day with no forecast is NaN, which the replay fills as it fills every daily
+:data:`optimizer.calibrated.MIN_ERRORS` (a day of them as they can be known) past errors uses the p90
+newsvendor level of the same forecast (:data:`optimizer.calibrated.FALLBACK`); a day with no forecast is NaN, which the replay fills as it fills every daily
 lookup. The plan's next day (:func:`plan_level`) uses the errors of the :data:`WINDOW` before the
 evaluation window's end, carried in ``TrainingParams.day_errors_gpus``.
 """
@@ -40,13 +40,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.calibrated import NAMES
+from optimizer.adaptive import hour_peaks
+from optimizer.calibrated import FALLBACK, MIN_ERRORS, NAMES, WINDOW
 from optimizer.layers import exceeded_level
 from optimizer.replay_core import latest_before
 
-WINDOW = pd.Timedelta("7D")
-MIN_ERRORS = 24
-FALLBACK = "p90"
 HOUR = pd.Timedelta("1h")
 
 
@@ -80,20 +78,6 @@ def day_hour_maxima(forecasts: pd.DataFrame, day_starts: pd.DatetimeIndex, q: st
             h = ((g["timestamp"] - ds) // HOUR).to_numpy()
             np.fmax.at(out[i], h, g[q].to_numpy(dtype=float))
     return out
-
-
-def hour_peaks(actual: pd.Series, first_hour: pd.Timestamp, n_hours: int) -> np.ndarray:
-    """Per hour ``first_hour + k``, ``k < n_hours``: the ceiling of the demand's maximum (GPUs; NaN with
-    no known demand). ``actual``: demand indexed by UTC timestamp."""
-    peak = np.full(n_hours, np.nan)
-    ts = actual.index
-    m = (ts >= first_hour) & (ts < first_hour + n_hours * HOUR)
-    v = actual.to_numpy(dtype=float)[m]
-    k = np.asarray((ts[m] - first_hour) // HOUR, dtype=int)
-    ok = np.isfinite(v)
-    if ok.any():
-        np.fmax.at(peak, k[ok], v[ok])
-    return np.ceil(peak - 1e-9)
 
 
 def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.DatetimeIndex,
@@ -164,5 +148,5 @@ def with_plan_terms(params, inp):
     return params
 
 
-__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "calibrated_day_level", "day_hour_maxima", "hour_peaks",
+__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "calibrated_day_level", "day_hour_maxima",
            "next_day_errors", "plan_level", "with_plan_terms", "pooled_level"]

@@ -103,4 +103,10 @@ def kept_name(tuning: dict) -> str:
     return "calibrated rule" if tuning.get("incumbent_kept") else "searched policy"
 
 
-__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]
+def recommended_name(policy: str, tuning: dict) -> str:
+    """The recommendation's name for tables: ``policy`` (``SearchOutcome.recommended_policy``: ``searched``, the
+    baseline or a peer), with ``searched`` read as ``rule`` when the tuning kept the calibrated rule."""
+    return "rule" if policy == "searched" and tuning.get("incumbent_kept") else policy
+
+
+__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]

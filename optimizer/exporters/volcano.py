@@ -82,8 +82,10 @@ def queue_quantities(plan: SeriesPlan, limit: str = "quota") -> QueueQuantities:
                         f"({why}) instead of 0, which would block the pool's next job")
     if quota is not None and limit == "quota" and cap > quota:
         if bought > quota:
-            warnings.append(f"export: the plan buys {bought} GPUs for {plan.series_id}, above its quota of {quota}; "
-                            "the Queue caps it at the quota. Raise the quota or set export.capability_limit: plan")
+            warnings.append(f"export: the next day's plan buys {bought} GPUs for {plan.series_id}, above its quota of "
+                            f"{quota}; the Queue caps it at the quota. Raise the quota (the report's quota check gives "
+                            "the most GPUs the plan held at once on the evaluation window) or set "
+                            "export.capability_limit: plan")
         cap, why = quota, f"quota (plan's cap {cap} is above it)"
     if guarantee > cap:
         warnings.append(f"export: {plan.series_id} reserves {guarantee} GPUs, above the Queue's capability {cap}; "

@@ -32,8 +32,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 RUN_ID = "20260101T000000Z-s0"
 PLACEHOLDER = ("export: KEDA serverAddress is a placeholder (http://prometheus-operated.monitoring.svc:9090); "
                "set export.prometheus_url or prometheus.url")
-QUOTA = ("export: the plan buys 248 GPUs for train/vcA, above its quota of 208; the Queue caps it at the quota. "
-         "Raise the quota or set export.capability_limit: plan")
+QUOTA = ("export: the next day's plan buys 248 GPUs for train/vcA, above its quota of 208; the Queue caps it at the "
+         "quota. Raise the quota (the report's quota check gives the most GPUs the plan held at once on the evaluation "
+         "window) or set export.capability_limit: plan")
 DATA = "data: 3 value(s) above 4.2e+03 = 1000 x the series' median busy level were masked as missing"
 SHARED = "regularise: 311 points of a cluster-wide all-zero outage marked missing"
 POLICY = ("policy: the naive_conformal policy beat the searched policy on the tuning window (objective 24.83 vs "

@@ -50,3 +50,11 @@ def test_a_rule_left_out_says_why():
     assert rule is None and "daily_regret_q75" in note
     assert incumbent_for("training", SearchSettings(training_incumbent="none"), True, True) == (None, None)
     assert incumbent_for("inference", SearchSettings(), True, True) == (None, None)
+
+
+def test_tables_name_a_kept_rule_rule():
+    from optimizer.incumbent import recommended_name
+
+    assert recommended_name("searched", {"incumbent_kept": True}) == "rule"
+    assert recommended_name("searched", {"incumbent_kept": False}) == "searched"
+    assert recommended_name("empirical", {"incumbent_kept": True}) == "empirical"  # a peer that beat the rule
