@@ -71,7 +71,7 @@ def _all_spot(plan: dict, params: dict) -> str | None:
     total = sum(parts)
     if not total or parts[2] / total < LIMITS["spot_share"]:
         return None
-    return (f"risk: {100 * parts[2] / total:.0f} % of the planned GPUs are spot: a reclaim "
+    return (f"risk: {100 * parts[2] / total:.0f} % of the GPUs planned for the next day are spot: a reclaim "
             "wave stops most jobs at once; keep checkpointing on, or reserve part of the pool")
 
 

@@ -173,7 +173,7 @@ def mix_lines(summary: dict) -> list[str]:
         lines = ["Purchase mix (recommended), share of GPU-hours / of USD: " + ", ".join(
             f"{k.replace('_', ' ')} {100 * mix[k]['gpu_hours'] / hours:.0f} % / {100 * mix[k]['cost_usd'] / usd:.0f} % "
             f"({mix[k]['gpu_hours']:,.0f} GPU-h, {mix[k]['cost_usd']:,.0f} USD)" for k in MIX_LAYERS)]
-    quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; held to it, coverage "
+    quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; coverage if held to the quota "
               + (f"{100 * q['capped_coverage']:.1f} %)" if q.get("capped_coverage") is not None else "n/a)"))
              for q in summary.get("quota") or []]
     basis = "the most GPUs the plan held at once on the evaluation window"

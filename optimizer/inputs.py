@@ -106,8 +106,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         inp.hour_max.update(calibrated)
         inp.day_calibrated, n_days, inp.day_errors = calibrated_day_level(comb, actual, times, start, end, ratio)
         if n_days:
+            days = f"{n_days} days of the window; those days" if n_days != 1 else "1 day of the window; that day"
             notes.append(f"replay: the calibrated daily level (optimizer.calibrated_day) had less than a day of past "
-                         f"errors for {n_days} days of the window; those days used the p90 newsvendor level instead")
+                         f"errors for {days} used the p90 newsvendor level instead")
         if n_fallback:
             notes.append(f"replay: the calibrated top-up (optimizer.calibrated) had less than a day of past "
                          f"errors for {n_fallback} hours of the window; those hours used the fresh p90 instead")

@@ -226,7 +226,8 @@ def register(app: typer.Typer) -> None:
         """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
         Every figure is computed on an evaluation window the search never saw, next to the seeds'
-        rules of thumb (training reserve = 1.2 x the last 24 hours' peak, inference = 1.5 x peak, scale at 70 %/30 %).
+        rules of thumb (training reserve = 1.2 x the last 24 h peak, 30 % reserved and the rest spot; inference = 1.5 x
+        peak, scale at 70 %/30 %).
 
         A series that raises in its own task is left out and listed under `failed` in report.json; the others
         are planned and the exit code is 3.
