@@ -85,7 +85,8 @@ def table(outcomes: dict, kinds: dict) -> pd.DataFrame:
             rows.append({"series": sid, "kind": kinds[sid], "policy": name, "regret": reg.get(name, np.nan),
                          "coverage": m.coverage, "idle_ratio": m.idle_ratio, "cost_usd": m.cost_usd,
                          "limit_usd": oc.oracle.cost_usd if oc.oracle is not None else np.nan,
-                         "chosen": recommended_name(oc.recommended_policy, oc.tuning) if name == "recommended" else ""})
+                         "chosen": (recommended_name(oc.recommended_policy, oc.tuning)
+                                    if name == "recommended" else "")})
     return pd.DataFrame(rows)
 
 
@@ -349,8 +350,8 @@ def main(argv: list[str] | None = None) -> None:
             moved = moves[moves["tier"] != "combined"].groupby("tier")[["p50_pct", "p95_pct"]].median()
             print("  members that move (median over series): " + "; ".join(
                 f"{t} p50 {r.p50_pct:.2f} % p95 {r.p95_pct:.2f} %" for t, r in moved.iterrows()))
-        print(f"  [{'met' if dev.max() <= SEED_SPREAD_PCT else 'MISSED'}] every series (the large pools included) within {SEED_SPREAD_PCT:g} % of "
-              f"its median cost: largest {dev.max():.1f} % ({dev.idxmax()})")
+        print(f"  [{'met' if dev.max() <= SEED_SPREAD_PCT else 'MISSED'}] every series (the large pools included) "
+              f"within {SEED_SPREAD_PCT:g} % of its median cost: largest {dev.max():.1f} % ({dev.idxmax()})")
         for s, df in by_seed.items():
             r = df[df["policy"] == "recommended"]["cost_usd"].sum()
             b = df[df["policy"] == "baseline"]["cost_usd"].sum()

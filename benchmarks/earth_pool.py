@@ -131,9 +131,9 @@ def daily_layer_idle(evalw, share: float) -> dict[str, float]:
 def hindsight_targets(task, seed: int, limit_idle: float) -> dict[str, float]:
     """Can the search's own family meet the large-pool targets at all? Every policy of the
     training scan (:func:`benchmarks.policy_hindsight.hindsight_points`: the grid the search starts
-    from, about 2,600 policies, and the calibrated rule of :mod:`optimizer.incumbent`) replayed on the evaluation window of ``task`` (an
-    :class:`optimizer.tuning.SearchTask`) and judged **on that window itself** (not causal: a
-    diagnostic bound, never a recommendation). Returns ``hindsight_feasible``: how many policies
+    from, about 2,600 policies, and the calibrated rule of :mod:`optimizer.incumbent`) replayed on the
+    evaluation window of ``task`` (an :class:`optimizer.tuning.SearchTask`) and judged **on that window
+    itself** (not causal: a diagnostic bound, never a recommendation). Returns ``hindsight_feasible``: how many policies
     cover at least :data:`COVERAGE` with regret <= :data:`REGRET_TARGET` and an idle ratio within
     :data:`IDLE_GAP` of ``limit_idle``; ``hindsight_idle_at_regret``: the lowest idle ratio among
     the policies that cover enough with regret <= the target; ``hindsight_regret_at_idle``: the lowest
@@ -180,7 +180,8 @@ def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], 
             lim = oracle_idle(oc)
             bound = bound or hindsight_targets(task, seed, lim)
             rows.append({"pool": sid, "seed": seed, "peak_gpus": float(np.nanmax(state.prep.h5["value"])),
-                         "policy": recommended_name(oc.recommended_policy, oc.tuning), "regret": reg.get("recommended", np.nan),
+                         "policy": recommended_name(oc.recommended_policy, oc.tuning),
+                         "regret": reg.get("recommended", np.nan),
                          "coverage": rec.coverage, "idle": rec.idle_ratio, "limit_idle": lim,
                          "idle_gap": rec.idle_ratio - lim, "cost_usd": rec.cost_usd,
                          "baseline_regret": reg.get("baseline", np.nan),
@@ -212,7 +213,7 @@ def scale_targets(df: pd.DataFrame) -> list[tuple[str, bool, str]]:
         out.append((f"{r['pool']}: regret <= {REGRET_TARGET}", r["regret"] <= REGRET_TARGET, f"{r['regret']:.3f}"))
         out.append((f"{r['pool']}: idle within {IDLE_GAP} of the limit's", abs(r["idle_gap"]) <= IDLE_GAP,
                     f"{r['idle']:.3f} vs {r['limit_idle']:.3f}; in hindsight {r['hindsight_feasible']} of the scan's "
-                    f"policies and the calibrated rule meet both at coverage >= {COVERAGE} (lowest idle at the regret target "
-                    f"{r['hindsight_idle_at_regret']:.3f}, lowest regret at the idle target "
+                    f"policies and the calibrated rule meet both at coverage >= {COVERAGE} (lowest idle at the "
+                    f"regret target {r['hindsight_idle_at_regret']:.3f}, lowest regret at the idle target "
                     f"{r['hindsight_regret_at_idle']:.3f})"))
     return out

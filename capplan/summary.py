@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from capplan.selection_report import selection_lines, selection_summary
 from optimizer.purchase import MIX_LAYERS, mix_total
+from optimizer.purchase_check import NEED_BASIS
 from optimizer.search_settings import COVERAGE_TARGET
 
 #: the policies shown first, in this order; others follow by name
@@ -176,7 +177,7 @@ def mix_lines(summary: dict) -> list[str]:
     quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; coverage if held to the quota "
               + (f"{100 * q['capped_coverage']:.1f} %)" if q.get("capped_coverage") is not None else "n/a)"))
              for q in summary.get("quota") or []]
-    basis = "the most GPUs the plan held at once on the evaluation window"
+    basis = NEED_BASIS
     if len(quota) == 1:
         lines.append(f"{quota[0][0]}: raise the quota to {quota[0][1]}, {basis}")
     elif quota:

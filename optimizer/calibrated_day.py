@@ -30,9 +30,10 @@ rule holds at any pool size.
 
 **Fallback (stated by the caller, :func:`optimizer.inputs.replay_input`):** a day with fewer than
 :data:`optimizer.calibrated.MIN_ERRORS` (a day of them as they can be known) past errors uses the p90
-newsvendor level of the same forecast (:data:`optimizer.calibrated.FALLBACK`); a day with no forecast is NaN, which the replay fills as it fills every daily
-lookup. The plan's next day (:func:`plan_level`) uses the errors of the :data:`WINDOW` before the
-evaluation window's end, carried in ``TrainingParams.day_errors_gpus``.
+newsvendor level of the same forecast (:data:`optimizer.calibrated.FALLBACK`); a day with no forecast
+is NaN, which the replay fills as it fills every daily lookup. The plan's next day (:func:`plan_level`)
+uses the errors of the :data:`WINDOW` before the evaluation window's end, carried in
+``TrainingParams.day_errors_gpus``.
 """
 
 from __future__ import annotations

@@ -109,4 +109,5 @@ def recommended_name(policy: str, tuning: dict) -> str:
     return "rule" if policy == "searched" and tuning.get("incumbent_kept") else policy
 
 
-__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge", "incumbent"]
+__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge",
+           "incumbent"]

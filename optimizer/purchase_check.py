@@ -36,6 +36,10 @@ from optimizer.replay_core import ReplayInput
 from optimizer.search_settings import SearchSettings
 
 
+#: what ``QuotaCheck.need_gpus`` is, in the words the summary and the Volcano export's warning use
+NEED_BASIS = "the most GPUs the plan held at once on the evaluation window"
+
+
 class QuotaCheck(BaseModel):
     """A recommendation that needs more than its pool's quota.
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.policy import SeriesPlan
+from optimizer.purchase_check import NEED_BASIS
 
 QUOTA_ANNOTATION = "capplan.io/quota-gpus"
 PLANNED_ANNOTATION = "capplan.io/planned-gpus"
@@ -84,8 +85,7 @@ def queue_quantities(plan: SeriesPlan, limit: str = "quota") -> QueueQuantities:
         if bought > quota:
             warnings.append(f"export: the next day's plan buys {bought} GPUs for {plan.series_id}, above its quota of "
                             f"{quota}; the Queue caps it at the quota. Raise the quota (the report's quota check gives "
-                            "the most GPUs the plan held at once on the evaluation window) or set "
-                            "export.capability_limit: plan")
+                            f"{NEED_BASIS}) or set export.capability_limit: plan")
         cap, why = quota, f"quota (plan's cap {cap} is above it)"
     if guarantee > cap:
         warnings.append(f"export: {plan.series_id} reserves {guarantee} GPUs, above the Queue's capability {cap}; "

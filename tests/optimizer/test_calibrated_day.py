@@ -68,7 +68,8 @@ def test_the_level_scales_with_the_pool_and_falls_back_to_p90_without_a_day_of_e
     day2 = early >= T0 + pd.Timedelta("1D")
     # day 1 has no past errors (the p90 level); day 2 has the 23 that one day of forecasts yields, enough
     peaks = np.ceil(d1[d1.index < T0 + pd.Timedelta("23h")].resample("1h").max().to_numpy() - 1e-9)
-    assert n_fb == 1 and np.all(lv[~day2] == 26.0) and np.all(lv[day2] == pooled_level(np.full(24, 20.0), peaks - 20.0, 0.4))
+    assert n_fb == 1 and np.all(lv[~day2] == 26.0)
+    assert np.all(lv[day2] == pooled_level(np.full(24, 20.0), peaks - 20.0, 0.4))
     assert plan_level(np.full(24, 20.0), np.full(24, 26.0), [1.0] * (MIN_ERRORS - 1), 0.4) == 26.0
 
 
