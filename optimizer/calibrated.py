@@ -24,7 +24,8 @@ only an hour after it ends (with 24 the day after a series' first day of forecas
 for the daily level of :mod:`optimizer.calibrated_day` too).
 
 Levels are named ``c80``, ``c90``, ``c95`` (:data:`LEVELS`), and ``a95`` is the adaptive
-level of :mod:`optimizer.adaptive` (the quantile chosen online to cover 95 % of intervals); the replay reads
+level of :mod:`optimizer.adaptive` (the quantile chosen online to cover 95 % of intervals, raised to ``c95`` in
+hours where that costs at most 1 % of the level); the replay reads
 them from ``ReplayInput.hour_max`` like the forecast quantiles. The plan's
 next-hour top-up adds the margin of the last hour replayed
 (``TrainingParams.topup_margin_gpus``, from ``ReplayInput.topup_margin``) to
@@ -36,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.adaptive import TARGETS, adaptive_levels, hour_peaks, hour_values
+from optimizer.adaptive import INSURANCE, TARGETS, adaptive_levels, hour_peaks, hour_values, insured
 from optimizer.refresh import refreshed_hour_max
 
 LEVELS = {"c80": 0.80, "c90": 0.90, "c95": 0.95}
@@ -98,9 +99,10 @@ def calibrated_hour_max(forecasts: pd.DataFrame, actual: pd.Series, times: pd.Da
     p50, p90, err = hour_errors(forecasts, actual, hours)
     lv, mg = calibrated_levels(p50, p90, err, n_window)
     values = hour_values(actual, hours)
-    for name, target in TARGETS.items():  # the adaptive levels (optimizer.adaptive)
+    for name, target in TARGETS.items():  # the adaptive levels (optimizer.adaptive), with cheap cover
         lv[name], mg[name], _ = adaptive_levels(p50, p90, err, values, n_window, MIN_ERRORS, target,
                                                 floor=None if floor is None else floor(hours))
+        lv[name], mg[name], _ = insured(lv[name], mg[name], lv[INSURANCE], mg[INSURANCE], p50)
     idx = hours.searchsorted(times, side="right") - 1
     first = next(iter(LEVELS))
     fell_back = int((np.isnan(mg[first][n_window:]) & np.isfinite(p90[n_window:])).sum())

@@ -53,9 +53,14 @@ from __future__ import annotations
 
 import math
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from optimizer.policy import Metrics
+
+if TYPE_CHECKING:
+    from optimizer.replay_core import ReplayInput
 
 
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:
@@ -85,6 +90,20 @@ def objective_value(m: Metrics, coverage_target: float, reference_cost: float, p
     return float(m.cost_usd + penalty * 100.0 * coverage_shortfall(m, coverage_target, by) * reference_cost)
 
 
+def daily_objectives(m: Metrics, coverage_target: float, reference_cost: float, penalty: float) -> np.ndarray | None:
+    """Per day of the window, that day's cost plus its own coverage penalty (USD, float array of the
+    window's days): ``daily_cost_usd[k] + penalty x 100 x max(0, coverage_target - daily_coverage[k]) x
+    reference_cost / days``. They sum to :func:`objective_value` with ``by="daily"``, so a day of misses
+    is charged to that day alone and a paired comparison over the days (:func:`optimizer.rivals.
+    days_margin`) sees it as one scenario among seven. None when ``m`` carries no daily costs or
+    coverages, or unequal counts of them."""
+    c, v = m.daily_cost_usd, m.daily_coverage
+    if c is None or v is None or len(c) != len(v) or not len(c):
+        return None
+    short = np.maximum(0.0, coverage_target - np.asarray(v, float))
+    return np.asarray(c, float) + penalty * 100.0 * short * reference_cost / len(c)
+
+
 SELECTION_SCORES = ("cost", "weekly", "daily_regret_q75")
 DAILY_REGRET_QUANTILE = 0.75
 
@@ -105,3 +124,12 @@ def daily_regret_score(m: Metrics, day_limits_usd, coverage_target: float, refer
     ok = limits > 0
     pen = penalty * 100.0 * coverage_shortfall(m, coverage_target, by) * reference_cost / max(limit_cost, 1e-12)
     return float(np.quantile(costs[ok] / limits[ok], quantile) + pen)
+
+
+def reference_cost(inp: ReplayInput) -> float:
+    """The objective's reference cost (USD, :mod:`optimizer.search`): serving the window's mean known
+    demand on demand for every step of ``inp`` (at least 1e-6 units, so an idle window still
+    penalises a coverage shortfall)."""
+    d = inp.demand[np.isfinite(inp.demand)]
+    mean_d = float(d.mean()) if len(d) else 0.0
+    return max(mean_d, 1e-6) * len(inp.times) * inp.step_s / 3600 * inp.price.on_demand * inp.gpus_per_unit

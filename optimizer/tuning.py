@@ -48,7 +48,8 @@ slightly different forecast or seed would push off, does not displace a policy
 in a flat region. Without this, which seed found such a ridge decided the plan.
 **Incumbent.** A training pool's searched policy is recommended only when it beats the calibrated
 rule of :mod:`optimizer.incumbent` on the tuning window by more than the days' noise (setting
-``plan.training_incumbent``); the rivals below are then judged against the policy kept.
+``plan.training_incumbent``); the rivals are then judged against the policy kept, by the same paired
+test of daily objectives (:func:`optimizer.objective.daily_objectives`, at the plain coverage target).
 A calibrated top-up carries the margin of the last replayed hour, and a calibrated daily rule
 the errors of the evaluation window's last 7 days, for the plan (:func:`optimizer.calibrated_day.with_plan_terms`).
 """
@@ -67,13 +68,14 @@ from optimizer.incumbent import challenge, incumbent_for, kept_name
 from optimizer.intermittent import intermittent_space
 from optimizer.lookahead import cold_steps, lead_steps
 from optimizer.noise_ties import noise_tie_notes
+from optimizer.objective import daily_objectives, reference_cost  # noqa: F401 (reference_cost re-exported)
 from optimizer.oracle import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.peers import replay_peers
 from optimizer.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.purchase_check import QuotaCheck, purchase_check, recommended_replay
 from optimizer.quick_grid import scan_grid, scan_only
 from optimizer.replay import ReplayInput, replay_inference, replay_training
-from optimizer.rivals import RULE_KEPT, SEARCHED_KEPT, rival_margin, rival_wins
+from optimizer.rivals import RULE_KEPT, SEARCHED_KEPT, days_totals, rival_margin, rival_wins
 from optimizer.search import (Space, grid_scan, inference_space, neighbour_objective, objective_value, run_search,
                               training_space)
 from optimizer.selection import WeeklyScore, selection_score  # noqa: F401 (re-exported)
@@ -223,15 +225,6 @@ def tune_key_parts(task: SearchTask) -> tuple:
     return task.kind, task.tune, task.settings, task.seed
 
 
-def reference_cost(inp: ReplayInput) -> float:
-    """The objective's reference cost (USD, :mod:`optimizer.search`): serving the window's mean known
-    demand on demand for every step of ``inp`` (at least 1e-6 units, so an idle window still
-    penalises a coverage shortfall)."""
-    d = inp.demand[np.isfinite(inp.demand)]
-    mean_d = float(d.mean()) if len(d) else 0.0
-    return max(mean_d, 1e-6) * len(inp.times) * inp.step_s / 3600 * inp.price.on_demand * inp.gpus_per_unit
-
-
 def tune_policy(task: SearchTask) -> Tuned:
     """The tuning half of :func:`search_one`: the scan, the Gaussian-process (and random)
     search, the refinement rule and the rivals on ``task.tune`` only (module docstring)."""
@@ -309,7 +302,8 @@ def tune_policy(task: SearchTask) -> Tuned:
     rule, why_not = incumbent_for(task.kind, pc, score is None, tune.day_calibrated is not None)
     notes += [why_not] if why_not else []
     if rule is not None:  # the calibrated rule stays unless the search beats it by more than the days' noise
-        ch = challenge(best_params, best_obj, evaluate(best_params), rule, evaluate, obj)
+        days = lambda m: daily_objectives(m, pc.coverage_target, ref_cost, pc.penalty)  # noqa: E731
+        ch = challenge(best_params, evaluate(best_params), rule, evaluate, days)
         best_params, best_obj, _ = ch.params, ch.objective, notes.append(ch.note)
         tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept)
     chosen = "searched"
@@ -326,10 +320,13 @@ def tune_policy(task: SearchTask) -> Tuned:
     # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
     weekly = isinstance(score, WeeklyScore)  # its margin in units of a week's limit (optimizer.selection)
     margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
-              if (score is None or weekly) and task.kind == "training" else 0.0)
+              if (score is None or weekly) and task.kind == "training" and rule is None else 0.0)
     margin = score.regret_margin(margin) if weekly else margin
+    if rule is not None:  # beside the rule the rivals are judged day by day too (optimizer.incumbent)
+        best_obj, rivals, best_rival, margin = days_totals(evaluate(best_params), rival_metrics, days)
+        target = pc.coverage_target
     tuning["rival_margin"] = margin
-    unit = "USD" if score is None else "(worst-week regret)" if weekly else "(daily regret score)"
+    unit = "USD" + (" day by day" if rule is not None else "") if score is None else "(worst-week regret)" if weekly else "(daily regret score)"
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.adaptive import adaptive_levels, hour_values
+from optimizer.adaptive import INSURANCE_SHARE, adaptive_levels, hour_values, insured
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 
@@ -62,3 +62,19 @@ def test_hour_values_groups_the_known_steps_of_each_hour():
     actual.iloc[5] = np.nan
     vals = hour_values(actual, pd.date_range(T0, periods=4, freq="1h"))
     assert [len(v) for v in vals] == [11, 12, 12, 0] and vals[1][0] == 12.0
+
+
+def test_cheap_cover_raises_only_hours_where_the_fixed_level_costs_little():
+    """A 3,300-GPU hour whose c95 lies 6 GPUs above the adaptive level takes c95 (0.2 % of the level);
+    a 50-GPU hour whose c95 lies 6 above does not (12 %); a fallback hour and an hour already above stay."""
+    p50 = np.array([3300.0, 50.0, 3300.0, 3300.0])
+    level = np.array([3303.0, 53.0, 3310.0, 3303.0])
+    margin = np.array([3.0, 3.0, np.nan, 3.0])
+    high = np.array([3309.0, 59.0, 3316.0, 3301.0])
+    lv, mg, n = insured(level, margin, high, high - p50, p50)
+    assert list(lv) == [3309.0, 53.0, 3310.0, 3303.0] and n == 1
+    assert mg[0] == 9.0 and mg[1] == 3.0 and np.isnan(mg[2])
+    # the bound is the share of the hour's p50 level, in GPUs
+    edge = np.array([3300.0 * (1 + INSURANCE_SHARE) + 3.0])
+    assert insured(level[:1], margin[:1], edge, edge - 3300.0, p50[:1])[2] == 1
+    assert insured(level[:1], margin[:1], edge + 0.5, edge - 3299.5, p50[:1])[2] == 0

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from optimizer.incumbent import challenge, incumbent
+from optimizer.objective import daily_objectives
 from optimizer.policy import Metrics, TrainingParams
 
 
-def _m(cost: float, coverage: float, daily: list[float]) -> Metrics:
+def _m(cost: float, coverage: float, daily: list[float], daily_coverage: list[float] | None = None) -> Metrics:
     return Metrics(cost_usd=cost, coverage=coverage, idle_ratio=0.1, unmet=0.0, scale_events=0,
-                   daily_cost_usd=daily)
+                   daily_cost_usd=daily, daily_coverage=daily_coverage or [coverage] * len(daily))
+
+
+def _days(m: Metrics):
+    return daily_objectives(m, 0.95, 700.0, 0.5)
 
 
 def test_the_rule_has_no_headroom_and_follows_the_bounds():
@@ -26,15 +33,43 @@ def test_the_search_replaces_the_rule_only_beyond_the_days_noise():
     searched = TrainingParams(reservation_ratio=0.0, quantile="p99", daily_rule="max", headroom=0.8)
     # 20 USD cheaper, all of it on one day: within the noise of the paired daily differences
     one_day = _m(680.0, 0.97, [100.0] * 6 + [80.0])
-    ch = challenge(searched, 680.0, one_day, rule, lambda p: at_rule, lambda m: m.cost_usd)
+    ch = challenge(searched, one_day, rule, lambda p: at_rule, _days)
     assert ch.incumbent_kept and ch.params == rule and ch.objective == 700.0 and ch.margin > 20
     # 5 USD cheaper on every day: beyond it
     steady = _m(665.0, 0.97, [95.0] * 7)
-    ch = challenge(searched, 665.0, steady, rule, lambda p: at_rule, lambda m: m.cost_usd)
+    ch = challenge(searched, steady, rule, lambda p: at_rule, _days)
     assert not ch.incumbent_kept and ch.params == searched and ch.objective == 665.0
     # a searched policy dearer than the rule never replaces it
     dearer = _m(760.0, 0.99, [700.0 / 7 + 60.0 / 7] * 7)
-    assert challenge(searched, 760.0, dearer, rule, lambda p: at_rule, lambda m: m.cost_usd).incumbent_kept
+    assert challenge(searched, dearer, rule, lambda p: at_rule, _days).incumbent_kept
+
+
+def test_one_day_of_misses_is_one_day_of_evidence():
+    """The rule misses on one day of seven (coverage 0.80 that day, 0.946 over the week): charged to that day
+    alone it is one scenario in seven, and a searched policy dearer on the other six does not win on it;
+    misses on most days do let it win."""
+    rule = incumbent({})
+    searched = TrainingParams(reservation_ratio=0.0, quantile="p99", daily_rule="max", headroom=1.0)
+    at_rule = _m(700.0, 0.946, [100.0] * 7, [0.8] + [0.97] * 6)
+    covered = _m(770.0, 0.99, [110.0] * 7)
+    d = np.subtract(_days(at_rule), _days(covered))
+    assert d.sum() > 600  # the rule dearer in total, by what one day brought
+    ch = challenge(searched, covered, rule, lambda p: at_rule, _days)
+    assert ch.incumbent_kept and abs(ch.margin - 1.943 * np.sqrt(7) * d.std(ddof=1)) < 0.01 * ch.margin
+    four_days = _m(700.0, 0.88, [100.0] * 7, [0.8] * 4 + [0.97] * 3)
+    assert not challenge(searched, covered, rule, lambda p: four_days, _days).incumbent_kept
+    # a day of misses every day is steady evidence: the searched policy replaces the rule
+    poor = _m(700.0, 0.85, [100.0] * 7, [0.85] * 7)
+    assert not challenge(searched, covered, rule, lambda p: poor, _days).incumbent_kept
+
+
+def test_daily_objectives_sum_to_the_daily_window_objective():
+    from optimizer.objective import objective_value
+
+    m = _m(700.0, 0.92, [100.0] * 7, [0.8] + [0.97] * 6)
+    assert abs(sum(_days(m)) - objective_value(m, 0.95, 700.0, 0.5, "daily")) < 1e-6
+    assert daily_objectives(Metrics(cost_usd=1.0, coverage=1.0, idle_ratio=0.0, unmet=0.0, scale_events=0),
+                            0.95, 1.0, 0.5) is None
 
 
 def test_a_rule_left_out_says_why():
