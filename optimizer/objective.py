@@ -91,17 +91,37 @@ def objective_value(m: Metrics, coverage_target: float, reference_cost: float, p
 
 
 def daily_objectives(m: Metrics, coverage_target: float, reference_cost: float, penalty: float) -> np.ndarray | None:
-    """Per day of the window, that day's cost plus its own coverage penalty (USD, float array of the
-    window's days): ``daily_cost_usd[k] + penalty x 100 x max(0, coverage_target - daily_coverage[k]) x
-    reference_cost / days``. They sum to :func:`objective_value` with ``by="daily"``, so a day of misses
-    is charged to that day alone and a paired comparison over the days (:func:`optimizer.rivals.
-    days_margin`) sees it as one scenario among seven. None when ``m`` carries no daily costs or
-    coverages, or unequal counts of them."""
+    """Per day of the window, that day's cost plus its share of the window's coverage penalty (USD, float
+    array of the window's days), for the day-by-day challenge of :mod:`optimizer.incumbent`:
+    ``daily_cost_usd[k] + P x miss[k] / sum(miss)``, with ``miss[k] = 1 - daily_coverage[k]`` (equal
+    shares when no day missed) and ``P = penalty x 100 x max(0, coverage_target - ucb) x
+    reference_cost``, the objective's penalty (module docstring) on ``ucb = coverage + sd of the daily
+    coverages / sqrt(days)``. They sum to ``cost_usd + P``.
+
+    * The target stays a target on the week's intervals, as the objective states it: a week that meets
+      it carries no penalty whatever its days, and a week below it charges the penalty to the days whose
+      misses made it, so a paired comparison over the days (:func:`optimizer.rivals.days_totals`) sees
+      one day of misses as one scenario in seven.
+    * ``ucb``, the week's coverage plus one standard error of its days: the hinge ``max(0, target -
+      coverage)`` of an estimate is biased upwards near the target, so a policy whose coverage is the
+      target would be charged on about half of its weeks by noise alone. The calibrated rule aims at the
+      target exactly (:mod:`optimizer.adaptive`); with the plain estimate, a 1 % change of the forecasts
+      flipped which policy was recommended. One standard error mirrors the search's ``lcb``, which errs
+      the other way for the policy it picks. One day far below the rest raises the standard error about
+      as much as it lowers the coverage, so on its own it is not charged: the paired test would not let
+      it decide either.
+
+    None when ``m`` carries no daily costs or coverages, or unequal counts of them."""
     c, v = m.daily_cost_usd, m.daily_coverage
     if c is None or v is None or len(c) != len(v) or not len(c):
         return None
-    short = np.maximum(0.0, coverage_target - np.asarray(v, float))
-    return np.asarray(c, float) + penalty * 100.0 * short * reference_cost / len(c)
+    v = np.asarray(v, float)
+    ucb = (0.0 if not math.isfinite(m.coverage) else m.coverage) + (
+        float(np.std(v, ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else 0.0)
+    pen = penalty * 100.0 * max(0.0, coverage_target - ucb) * reference_cost
+    miss = np.maximum(0.0, 1.0 - v)
+    w = miss / miss.sum() if miss.sum() > 0 else np.full(len(c), 1.0 / len(c))
+    return np.asarray(c, float) + pen * w
 
 
 SELECTION_SCORES = ("cost", "weekly", "daily_regret_q75")

@@ -21,7 +21,7 @@ difference that comes from a single day has a t-statistic of exactly 1, so it
 never decides; a rival that is cheaper day after day does.
 
 Beside the calibrated rule (:mod:`optimizer.incumbent`) the differences are those of the policies'
-daily objectives, each day's cost plus its own coverage penalty (:func:`days_totals`), so a rival
+daily objectives, each day's cost plus its share of the week's coverage penalty (:func:`days_totals`), so a rival
 that covered one more day does not win on that day alone either, and the critical value is Student's
 t with ``n - 1`` degrees of freedom (1.943 for 7 days), as the paired t-test has it for so few days
 (Montgomery, section 2.5.1). The cost-only margin above keeps :data:`Z`: its figures were measured
