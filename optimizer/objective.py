@@ -63,6 +63,13 @@ if TYPE_CHECKING:
     from optimizer.replay_core import ReplayInput
 
 
+def days_standard_error(m: Metrics) -> float:
+    """The standard error of the window's coverage from its days: the sample sd of ``m.daily_coverage``
+    over ``sqrt(days)`` (a ratio), 0 with fewer than two days."""
+    v = m.daily_coverage
+    return float(np.std(v, ddof=1)) / math.sqrt(len(v)) if v and len(v) > 1 else 0.0
+
+
 def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -> float:
     """Coverage below the target (a ratio): ``max(0, target - coverage)`` over
     the window; with ``by="daily"`` the mean over the window's days of
@@ -76,8 +83,8 @@ def coverage_shortfall(m: Metrics, coverage_target: float, by: str = "window") -
     if by == "daily" and m.daily_coverage:
         return float(np.mean([max(0.0, coverage_target - c) for c in m.daily_coverage]))
     cov = 0.0 if not math.isfinite(m.coverage) else m.coverage
-    if by == "lcb" and m.daily_coverage and len(m.daily_coverage) > 1:
-        cov -= float(np.std(m.daily_coverage, ddof=1)) / math.sqrt(len(m.daily_coverage))
+    if by == "lcb":
+        cov -= days_standard_error(m)
     return max(0.0, coverage_target - cov)
 
 
@@ -115,11 +122,9 @@ def daily_objectives(m: Metrics, coverage_target: float, reference_cost: float, 
     c, v = m.daily_cost_usd, m.daily_coverage
     if c is None or v is None or len(c) != len(v) or not len(c):
         return None
-    v = np.asarray(v, float)
-    ucb = (0.0 if not math.isfinite(m.coverage) else m.coverage) + (
-        float(np.std(v, ddof=1)) / math.sqrt(len(v)) if len(v) > 1 else 0.0)
+    ucb = (0.0 if not math.isfinite(m.coverage) else m.coverage) + days_standard_error(m)
     pen = penalty * 100.0 * max(0.0, coverage_target - ucb) * reference_cost
-    miss = np.maximum(0.0, 1.0 - v)
+    miss = np.maximum(0.0, 1.0 - np.asarray(v, float))
     w = miss / miss.sum() if miss.sum() > 0 else np.full(len(c), 1.0 / len(c))
     return np.asarray(c, float) + pen * w
 

@@ -326,7 +326,8 @@ def tune_policy(task: SearchTask) -> Tuned:
         best_obj, rivals, best_rival, margin = days_totals(evaluate(best_params), rival_metrics, days)
         target = pc.coverage_target
     tuning["rival_margin"] = margin
-    unit = "USD" + (" day by day" if rule is not None else "") if score is None else "(worst-week regret)" if weekly else "(daily regret score)"
+    unit = ("USD" + (" day by day" if rule is not None else "") if score is None
+            else "(worst-week regret)" if weekly else "(daily regret score)")
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
