@@ -14,6 +14,16 @@ with evidence:
   ``a95`` (:mod:`optimizer.adaptive`), whose error quantile moves hour by hour so that the rule's
   capacity covers the coverage target (0.95) of the intervals. There is no headroom, and nothing
   is chosen from the tuning week.
+* **Under a book that caps spot** (:func:`optimizer.committed.basis` is ``spot_cap``) the rule also
+  reserves, per week, the GPUs the cap refuses at the weekly forecast's median level
+  (:data:`CAPPED_RESERVATION`: ``reservation_basis="spot_cap"``, ratio 1, ``quantile`` p50). Without
+  it the rule buys every refused GPU on demand, at 1.0 x, where a reservation costs 0.60 x: under a
+  50 % share cap its tuning-week cost on the sample's pools was up to 1.4 times the same rule's with
+  the reservation. Ratio 1 is the newsvendor level of :mod:`optimizer.committed` for a demand flat at
+  the weekly level; the search's :data:`optimizer.committed.CAP_LEVELS` try the others. A book where
+  a reservation is cheaper than spot (basis ``forecast``) leaves the rule as above: there the
+  newsvendor level depends on how far below spot the reservation is, which no fixed ratio holds,
+  and the search's reservation levels must beat the rule.
 * **The challenge, day by day.** Each day of the tuning week is one demand scenario, charged its own
   cost and its share of the week's coverage penalty at the plain coverage target, on the week's
   coverage plus one standard error of its days and shared by the days' misses
@@ -40,13 +50,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from optimizer.committed import basis
 from optimizer.policy import Metrics, TrainingParams
+from optimizer.prices import GpuPrice
 from optimizer.rivals import days_totals, rival_wins
 
 INCUMBENT_RULE = {"reservation_ratio": 0.0, "reservation_basis": "forecast", "quantile": "p50",
                   "daily_rule": "calibrated", "daily_cap": "none", "headroom": 1.0, "spot_fraction": 1.0,
                   "topup_quantile": "a95", "topup_headroom": 1.0}
 INCUMBENTS = ("calibrated", "none")
+#: the rule's weekly reservation under a book that caps spot: the GPUs the cap refuses at the weekly median level
+CAPPED_RESERVATION = {"reservation_ratio": 1.0, "reservation_basis": "spot_cap", "quantile": "p50"}
 
 
 @dataclass
@@ -62,12 +76,20 @@ class Challenge:
     note: str
 
 
-def incumbent(bounds: dict) -> TrainingParams | None:
-    """The rule (:data:`INCUMBENT_RULE`), or None when ``bounds`` (``plan.training_bounds`` as set) exclude
-    the calibrated daily rule or the ``a95`` top-up."""
+def incumbent(bounds: dict, price: GpuPrice | None = None, interruption_rate: float = 0.01,
+              recovery_s: int = 1800) -> TrainingParams | None:
+    """The rule (:data:`INCUMBENT_RULE`; with :data:`CAPPED_RESERVATION` when ``price``, the GPU model's price
+    book entry, caps spot: module docstring, its ratio held within ``bounds``' ``reservation_ratio``), or None
+    when ``bounds`` (``plan.training_bounds`` as set) exclude the calibrated daily rule or the ``a95`` top-up.
+    ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` (seconds lost each) price spot, as the search's
+    committed layer does (:func:`optimizer.committed.basis`)."""
     if "calibrated" not in bounds.get("daily_rule", ["calibrated"]) or "a95" not in bounds.get("topup_quantile", ["a95"]):
         return None
-    return TrainingParams(**INCUMBENT_RULE)
+    rule = dict(INCUMBENT_RULE)
+    if price is not None and basis(price, interruption_rate, recovery_s) == "spot_cap":
+        lo, hi = bounds.get("reservation_ratio") or (0.0, float("inf"))
+        rule.update(CAPPED_RESERVATION, reservation_ratio=min(max(CAPPED_RESERVATION["reservation_ratio"], lo), hi))
+    return TrainingParams(**rule)
 
 
 def challenge(searched: TrainingParams, searched_metrics: Metrics, rule: TrainingParams, evaluate, days) -> Challenge:
@@ -83,25 +105,28 @@ def challenge(searched: TrainingParams, searched_metrics: Metrics, rule: Trainin
                 f"by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD day by day, "
                 f"margin {margin:,.2f}), so it replaces it")
         return Challenge(searched, searched_objective, False, inc_obj, margin, note)
+    reserve = (", the GPUs the spot cap refuses at the weekly median level reserved"
+               if rule.reservation_basis == "spot_cap" and rule.reservation_ratio > 0 else "")
     note = ("policy: the calibrated rule is recommended (optimizer.incumbent: the day on spot at the calibrated "
-            "level, the adaptive a95 top-up, no headroom); the searched policy did not beat it on the tuning window by "
+            f"level, the adaptive a95 top-up, no headroom{reserve}); the searched policy did not beat it on the tuning window by "
             "more than the days' noise (tuning.incumbent_objective in report.json)")
     return Challenge(rule, inc_obj, True, inc_obj, margin, note)
 
 
-def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool) -> tuple[TrainingParams | None, str | None]:
+def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool,
+                  price: GpuPrice | None = None) -> tuple[TrainingParams | None, str | None]:
     """The rule for one series' tuning, and a note when ``settings.training_incumbent`` asks for it but it is
     left out (module docstring): ``(rule, None)``, ``(None, note)``, or ``(None, None)`` for an inference
     service, ``training_incumbent: none`` or a hand-built input without the calibrated lookup
     (``has_lookup`` False: a library caller's own input, where the search alone was asked for).
     ``settings``: :class:`optimizer.search_settings.SearchSettings`; ``usd_objective``: the selection
-    score is ``cost``."""
+    score is ``cost``; ``price``: the pool's price book entry (:func:`incumbent`), None for the default rule."""
     if kind != "training" or settings.training_incumbent != "calibrated" or not has_lookup:
         return None, None
     if not usd_objective:
         return None, ("tuning: the calibrated rule (optimizer.incumbent) was left out: its noise test is in USD and "
                       f"plan.selection_score is {settings.selection_score}; the searched policy stands alone")
-    rule = incumbent(settings.training_bounds.as_dict())
+    rule = incumbent(settings.training_bounds.as_dict(), price, settings.interruption_rate, settings.recovery_s)
     if rule is None:
         return None, ("tuning: the calibrated rule (optimizer.incumbent) was left out: plan.training_bounds exclude "
                       "the calibrated daily rule or the a95 top-up; the searched policy stands alone")
@@ -120,5 +145,5 @@ def recommended_name(policy: str, tuning: dict) -> str:
     return "rule" if policy == "searched" and tuning.get("incumbent_kept") else policy
 
 
-__all__ = ["INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge",
+__all__ = ["CAPPED_RESERVATION", "INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge",
            "incumbent"]

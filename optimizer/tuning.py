@@ -299,7 +299,7 @@ def tune_policy(task: SearchTask) -> Tuned:
                      "highest coverage, then the lowest cost, then the safest was chosen (training: an hourly "
                      "top-up, the smallest weekly reservation, higher quantiles; inference: pre-scaling, a lower "
                      "HPA target)")
-    rule, why_not = incumbent_for(task.kind, pc, score is None, tune.day_calibrated is not None)
+    rule, why_not = incumbent_for(task.kind, pc, score is None, tune.day_calibrated is not None, tune.price)
     notes += [why_not] if why_not else []
     if rule is not None:  # the calibrated rule stays unless the search beats it by more than the days' noise
         days = lambda m: daily_objectives(m, pc.coverage_target, ref_cost, pc.penalty)  # noqa: E731

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from optimizer.incumbent import challenge, incumbent
+from optimizer.incumbent import INCUMBENT_RULE, challenge, incumbent
 from optimizer.objective import daily_objectives
 from optimizer.policy import Metrics, TrainingParams
+from optimizer.prices import GpuPrice
+from optimizer.replay import replay_training
+from tests.optimizer.test_replay import _flat
+from tests.optimizer.test_replay import inp as replay_inp
 
 
 def _m(cost: float, coverage: float, daily: list[float], daily_coverage: list[float] | None = None) -> Metrics:
@@ -99,3 +104,26 @@ def test_tables_name_a_kept_rule_rule():
     assert recommended_name("searched", {"incumbent_kept": True}) == "rule"
     assert recommended_name("searched", {"incumbent_kept": False}) == "searched"
     assert recommended_name("empirical", {"incumbent_kept": True}) == "empirical"  # a peer that beat the rule
+
+
+def test_under_a_spot_cap_the_rule_reserves_what_the_cap_refuses():
+    """A book that caps spot gives the rule a weekly reservation of the GPUs the cap refuses at the weekly median
+    level; on a flat pool that replaces the refused GPUs bought on demand and costs less. Other books leave it out."""
+    price = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
+    half = price.model_copy(update={"spot_cap_share": 0.5})
+    rule = incumbent({}, half, 0.0, 1800)
+    assert (rule.reservation_basis, rule.reservation_ratio, rule.quantile) == ("spot_cap", 1.0, "p50")
+    assert rule.model_copy(update=INCUMBENT_RULE) == incumbent({})  # the rest of the rule is unchanged
+    assert incumbent({"reservation_ratio": (0.0, 0.8)}, half, 0.0, 1800).reservation_ratio == 0.8
+    assert incumbent({}, price, 0.0, 1800) == incumbent({})  # no cap: no reservation
+    cheap = half.model_copy(update={"reserved": 0.3})  # cheaper than spot: the search's ratios, not the rule's
+    assert incumbent({}, cheap, 0.0, 1800).reservation_ratio == 0.0
+    n = 7 * 288
+    i = _flat(replay_inp(np.full(n, 40.0)), 40.0, 40.0, np.full(n, 40.0))
+    i.price, i.day_calibrated, i.hour_max["a95"] = half, np.full(n, 40.0), np.full(n, 40.0)
+    reserved, s = replay_training(i, rule, 0.0)
+    on_demand, _ = replay_training(i, incumbent({}), 0.0)
+    assert set(s["reserved"]) == {20.0} and reserved.spot_refused_gpu_hours == 0 < on_demand.spot_refused_gpu_hours
+    assert reserved.coverage == on_demand.coverage == 1.0
+    assert reserved.cost_usd == pytest.approx(n / 12 * (20 * 0.6 + 20 * 0.4))
+    assert on_demand.cost_usd == pytest.approx(n / 12 * (20 * 1.0 + 20 * 0.4))
