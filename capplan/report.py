@@ -187,7 +187,9 @@ class SeriesReport(_Model):
     quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's "
                                        "quota: the quota to ask for and the figures held to the quota (the "
                                        "recommended figures are uncapped)")
-    tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD)")
+    tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD); "
+                                   "beside the calibrated rule, day_by_day: the daily objectives totalled that "
+                                   "decided (rule, searched, baseline, peers; margin, rival_margin; target)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
     plan: TrainingPlan | InferencePlan = Field(description="capacity per lead time (optimizer.plan): a "
                                                "training pool's or an inference service's")

@@ -66,7 +66,8 @@ CAPPED_RESERVATION = {"reservation_ratio": 1.0, "reservation_basis": "spot_cap",
 @dataclass
 class Challenge:
     """What :func:`challenge` decided: ``params``/``objective``/``metrics`` of the policy kept, whether
-    the incumbent was kept, the incumbent's objective, the margin asked of the search (USD) and a note."""
+    the incumbent was kept, the incumbent's objective, the margin asked of the search, a note, and the searched
+    policy's objective (objectives: USD, daily objectives totalled over the tuning window)."""
 
     params: TrainingParams
     objective: float
@@ -74,6 +75,7 @@ class Challenge:
     incumbent_objective: float
     margin: float
     note: str
+    searched_objective: float = float("nan")
 
 
 def incumbent(bounds: dict, price: GpuPrice | None = None, interruption_rate: float = 0.01,
@@ -104,13 +106,13 @@ def challenge(searched: TrainingParams, searched_metrics: Metrics, rule: Trainin
         note = (f"policy: the searched policy beat the calibrated rule (optimizer.incumbent) on the tuning window "
                 f"by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD day by day, "
                 f"margin {margin:,.2f}), so it replaces it")
-        return Challenge(searched, searched_objective, False, inc_obj, margin, note)
+        return Challenge(searched, searched_objective, False, inc_obj, margin, note, searched_objective)
     reserve = (", the GPUs the spot cap refuses at the weekly median level reserved"
                if rule.reservation_basis == "spot_cap" and rule.reservation_ratio > 0 else "")
     note = ("policy: the calibrated rule is recommended (optimizer.incumbent: the day on spot at the calibrated "
             f"level, the adaptive a95 top-up, no headroom{reserve}); the searched policy did not beat it on the tuning window by "
-            "more than the days' noise (tuning.incumbent_objective in report.json)")
-    return Challenge(rule, inc_obj, True, inc_obj, margin, note)
+            "more than the days' noise (tuning.day_by_day in report.json)")
+    return Challenge(rule, inc_obj, True, inc_obj, margin, note, searched_objective)
 
 
 def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool,

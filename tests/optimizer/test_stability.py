@@ -59,6 +59,12 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
     costs = np.array([o.recommended.cost_usd for o in out])
     med = np.median(costs)
     assert np.all(np.abs(costs - med) <= 0.03 * med), costs
+    for o in out:  # report.json's day-by-day totals are the ones the decisions followed (optimizer.incumbent)
+        dd = o.tuning["day_by_day"]
+        assert o.tuning["incumbent_kept"] == (dd["searched"] >= dd["rule"] - dd["margin"])
+        kept = dd["rule"] if o.tuning["incumbent_kept"] else dd["searched"]
+        best = min(set(dd) - {"rule", "searched", "margin", "rival_margin", "target"}, key=lambda k: dd[k])
+        assert (o.recommended_policy == "searched") == (dd[best] >= kept - dd["rival_margin"]) and dd["target"] == 0.95
     # a fleet run's forecasts differ a little (here: 1 % higher everywhere): same layers, cost within 3 %
     alone, fleet = out[0], search_one(_task(prepared, sid, 0, scale=1.01))
     assert alone.recommended_policy == fleet.recommended_policy
