@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Validate, re-render or diff the dispatcher policy and Kubernetes manifests.
 
-        Exit codes: --validate: 0 no problem, 2 problems (or no such folder); --diff: 0 no
+        Exit codes: --validate: 0 no problem, 2 problems (or no such folder), 1 internal failure; --diff: 0 no
         differences, 1 differences, 2 bad input, 3 internal failure; otherwise 0 written,
         2 bad input, 1 internal failure.
         """
