@@ -48,7 +48,7 @@ from optimizer.layers import exceeded_level
 from optimizer.policy import InferenceParams, TrainingParams
 from optimizer.prescale import fallback_replicas, prescale_windows
 from optimizer.prices import GpuPrice
-from optimizer.purchase import reserved_level
+from optimizer.purchase import reserved_level, sellable_layers
 from optimizer.whole_units import count_tolerance, whole
 
 
@@ -64,7 +64,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
 
     ``spot_share``: the spot critical ratio (:func:`optimizer.layers.critical_ratios`), needed by
     ``daily_rule="newsvendor"``, ``"empirical"`` and ``"calibrated"``; ``price``: the GPU model's price book entry, needed by
-    ``reservation_basis="spot_cap"`` (:func:`optimizer.purchase.reserved_level`).
+    ``reservation_basis="spot_cap"`` (:func:`optimizer.purchase.reserved_level`); with it the day's spot above the
+    book's spot cap is planned on demand, as the replay buys it (:func:`optimizer.purchase.sellable_layers`).
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
     for a newsvendor, empirical or calibrated daily rule without ``spot_share``.
@@ -112,6 +113,10 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             want = whole(p.topup_headroom * max(level, 0.0), tol)
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
+        if price is not None:  # what the cloud sells: spot above the book's cap is bought on demand, as in the replay
+            _, od, sp, _ = sellable_layers(price, 3600, *(np.array([float(x)]) for x in (
+                reserved, plan["on_demand_gpus"], plan["spot_gpus"], plan.get("on_demand_hourly_gpus", 0))))
+            plan["on_demand_gpus"], plan["spot_gpus"] = int(round(od[0])), int(round(sp[0]))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),
                      "quota_gpus": quota_gpus, "last_peak_gpus": last_nonzero_peak(hist),
                      "valid_from": last.isoformat(), "baseline": baseline_levels(kind, hist)})

@@ -35,7 +35,7 @@ These are list prices, not the user's contract: set your own in the config.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 RESERVED_FACTOR = 0.60
 SPOT_FACTOR = 0.40
@@ -51,7 +51,10 @@ _ON_DEMAND = {
 
 
 class GpuPrice(BaseModel):
-    """USD per GPU-hour for one GPU model, and what of each layer a cloud sells (:mod:`optimizer.purchase`)."""
+    """USD per GPU-hour for one GPU model, and what of each layer a cloud sells (:mod:`optimizer.purchase`).
+    Unknown keys are refused (a misspelt ``spot_cap_share`` would otherwise leave spot uncapped, silently)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     on_demand: float = Field(gt=0, description="on-demand price, USD per GPU-hour")
     reserved: float = Field(gt=0, description="reserved (committed) price, USD per GPU-hour")
@@ -80,3 +83,16 @@ def price_for(book: dict[str, GpuPrice], gpu_model: str) -> tuple[GpuPrice, str 
         return book[gpu_model], None
     return book.get("default", default_price_book()["default"]), (
         f"prices: no entry for GPU model {gpu_model!r}; the 'default' price was used")
+
+
+def built_in_note(configured: dict[str, GpuPrice], gpu_model: str) -> str | None:
+    """A note when the configuration prices some GPU models (``configured``: the config's ``prices:``) but not
+    ``gpu_model``, whose built-in entry (:func:`default_price_book`: no spot cap) is used: a model name spelt
+    differently (``V100`` for ``V100-32GB``) would otherwise leave its cap unapplied, silently. None when the
+    configuration prices no model or prices this one, or when no built-in entry has it (:func:`price_for` notes
+    the ``default`` price then)."""
+    if not configured or gpu_model in configured or gpu_model not in default_price_book():
+        return None
+    return (f"prices: the configuration prices {', '.join(sorted(configured))} but not this series' GPU model "
+            f"{gpu_model!r}; the built-in {gpu_model!r} entry (no spot cap) was used. Add prices.{gpu_model} "
+            "to price it")

@@ -18,6 +18,7 @@ from capplan.state import Forecasts, PlanState, Prepared
 from forecasting import backtest as bt
 from forecasting.types import SeriesMeta
 from optimizer.inputs import replay_input
+from optimizer.prices import built_in_note
 from optimizer.tuning import SearchOutcome, SearchTask, evaluate_policy, search_one, tune_policy
 
 
@@ -81,7 +82,9 @@ def search_task(sid: str, w: bt.Windows, history: pd.DataFrame, combined: pd.Dat
     tune, tnotes = replay_input(history, combined, meta, book, w.tune_start, w.eval_start - pd.Timedelta(1, "ns"),
                                 **rk)
     evalw, _ = replay_input(history, combined, meta, book, w.eval_start, w.end, **rk)
-    return SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, tnotes)
+    unpriced = built_in_note(cfg.prices, meta.gpu_model)  # e.g. a model name spelt differently in prices:
+    notes = tnotes + ([unpriced] if unpriced else [])
+    return SearchTask(sid, meta.kind, tune, evalw, cfg.plan.search_settings(), seed, notes)
 
 
 @dataclass

@@ -86,6 +86,12 @@ def test_a_capped_book_reserves_what_the_cap_refuses_and_it_beats_the_on_demand_
                       **{q: 40.0 for q in ("p50", "p90", "p95", "p99")}})
     plan = capacity_plan("training", oc.params, f, f, spot_share=0.5, price=HALF)
     assert plan["reserved_gpus"] == reserved_level(p.reservation_ratio, "spot_cap", 40.0, HALF) > 0
+    # a plan that asks for more spot than the cap sells plans the rest on demand, as the replay buys it
+    unreserved = {**oc.params, "reservation_ratio": 0.0}
+    asked = capacity_plan("training", unreserved, f, f, spot_share=0.5, price=PRICE)
+    sold = capacity_plan("training", unreserved, f, f, spot_share=0.5, price=HALF)
+    assert asked["spot_gpus"] > 20 and sold["spot_gpus"] == 20
+    assert sold["spot_gpus"] + sold["on_demand_gpus"] == asked["spot_gpus"] + asked["on_demand_gpus"]
 
 
 def test_an_uncapped_book_plans_the_same_pool_all_on_spot():

@@ -198,3 +198,18 @@ def test_the_limit_honours_the_spot_cap():
     assert half.layers["spot"] == pytest.approx(5 * 24) and half.cost_usd > free.cost_usd
     gpus = training_oracle(inp(d, PRICE.model_copy(update={"spot_cap_gpus": 3.0})))
     assert gpus.layers["spot"] == pytest.approx(3 * 24)
+
+
+def test_a_misspelt_price_key_or_model_is_not_ignored():
+    """An unknown key in a price entry is refused; a configured book that misses a series' GPU model says so."""
+    from pydantic import ValidationError
+
+    from optimizer.prices import built_in_note
+
+    with pytest.raises(ValidationError, match="spot_cap_shares"):
+        GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4, spot_cap_shares=0.5)
+    capped = {"V100": GpuPrice(on_demand=3.9, reserved=2.34, spot=1.56, spot_cap_share=0.5)}
+    note = built_in_note(capped, "V100-32GB")
+    assert "V100-32GB" in note and "prices.V100-32GB" in note and "no spot cap" in note
+    assert built_in_note({}, "V100-32GB") is None and built_in_note(capped, "V100") is None
+    assert built_in_note(capped, "no-such-model") is None  # price_for's 'default' note covers it
