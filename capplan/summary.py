@@ -119,7 +119,7 @@ def fleet_summary(report) -> FleetSummary:
                 counted[name] = counted.get(name, 0) + 1
         cov = (entry.get("recommended") or {}).get("coverage")
         if _finite(cov) and cov < target - 1e-9:
-            missing.append({"series_id": sid, "coverage": round(float(cov), 4), "target": target})
+            missing.append({"series_id": sid, "coverage": round(float(cov), 6), "target": target})
     mixes = [(e.get("recommended") or {}).get("mix") for e in series.values()]
     short = [{"series_id": sid, "quota_gpus": e["quota"]["quota_gpus"], "need_gpus": e["quota"]["need_gpus"],
               "capped_coverage": (e["quota"].get("capped") or {}).get("coverage")}

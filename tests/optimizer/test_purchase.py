@@ -133,6 +133,10 @@ def test_the_fleet_mix_sums_the_recommended_mixes_and_tolerates_old_runs():
     assert any("spot 30 %" in x for x in lines) and any("raise the quota to 12" in x for x in lines)
     old = fleet_summary({"run": {}, "series": {"train/a": {"recommended": m, "baseline": m}}})
     assert old.mix is None and any("mix not recorded" in x for x in summary_lines(old))
+    # the line under the table shows a coverage as the table does (0.94948: 94.9 %, not 95.0 % of a rounded 0.9495)
+    near = {"train/a": {"recommended": {**m, "coverage": 0.94948}, "baseline": m}}
+    near = fleet_summary({"run": {"coverage_target": 0.95}, "series": near})
+    assert any("train/a (94.9 %)" in x for x in summary_lines(near))
 
 
 def test_policy_yaml_carries_the_mix_and_says_which_pool_is_all_spot(tmp_path):
