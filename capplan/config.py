@@ -348,7 +348,7 @@ def load_config(path: str | os.PathLike | None) -> CapplanConfig:
     try:
         cfg = CapplanConfig.model_validate(data)
     except ValidationError as exc:
-        raise InputError(f"config {p}: {describe(exc.errors()[0], root)}") from None
+        raise InputError(f"config {p}: {describe(exc.errors()[0], root, CapplanConfig)}") from None
     base = p.resolve().parent
     for attr in ("store", "models"):
         if "://" in getattr(cfg, attr):  # an object store URL (capplan.remote)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from pathlib import Path
 
 import yaml
@@ -205,10 +206,36 @@ def key_line(root: yaml.Node | None, loc: tuple) -> int | None:
     return None
 
 
-def describe(err: dict, root: yaml.Node | None) -> str:
+def field_description(model, loc: tuple) -> str | None:
+    """The ``description`` of the pydantic field at ``loc`` under ``model`` (a BaseModel class), through
+    optional, list and dict fields (a dict's key and a list's index are skipped); None when none is found."""
+    cur, desc = model, None
+    for part in loc:
+        fields = getattr(cur, "model_fields", None)
+        if fields is None or not isinstance(part, str) or part not in fields:
+            if desc is not None and isinstance(part, (str, int)):  # a dict key or list index: the value's model
+                continue
+            return None
+        desc, cur = fields[part].description, _value_model(fields[part].annotation)
+    return desc
+
+
+def _value_model(ann):
+    """The BaseModel class inside an annotation (``X | None``, ``list[X]``, ``dict[str, X]``), or None."""
+    if isinstance(ann, type) and hasattr(ann, "model_fields"):
+        return ann
+    for arg in reversed(typing.get_args(ann)):
+        got = _value_model(arg)
+        if got is not None:
+            return got
+    return None
+
+
+def describe(err: dict, root: yaml.Node | None, model=None) -> str:
     """A pydantic validation error as ``key.path[i]: message``, never echoing file content:
     an unknown key is named by its line, not its text (a non-YAML file such as
-    ``/etc/shadow`` parses as one long key)."""
+    ``/etc/shadow`` parses as one long key). With ``model`` (the BaseModel class validated), a
+    value error adds the key's line and the field's description, which says the unit and range."""
     loc = tuple(err["loc"])
     if err.get("type") == "extra_forbidden":
         line = key_line(root, loc)
@@ -219,4 +246,7 @@ def describe(err: dict, root: yaml.Node | None) -> str:
         named = f"{key!r} " if looks_like_name(key) else ""
         return (f"unknown key {named}at line {line if line else '?'} in {where}; is this a capplan config? "
                 "(see the README's configuration section)")
-    return f"{key_path(loc)}: {err['msg']}"
+    line = key_line(root, loc)
+    desc = field_description(model, loc) if model is not None else None
+    return (f"{key_path(loc)}: {err['msg']}" + (f" (line {line})" if line else "")
+            + (f"; expected: {desc}" if desc else ""))

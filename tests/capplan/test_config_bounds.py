@@ -165,3 +165,19 @@ def test_duplicate_key_check_still_works_and_aliases_are_fine(tmp_path):
                   "forecast: {events: [618, double11]}\n")
     cfg = load_config(ok)
     assert cfg.prices["B"].on_demand == 5 and cfg.forecast.events == ["618", "double11"]
+
+
+def test_a_value_out_of_range_names_its_line_and_what_the_key_expects(tmp_path):
+    from capplan.config import load_config
+    from capplan.errors import InputError
+
+    p = tmp_path / "capplan.yaml"
+    p.write_text("prices:\n  V100-32GB:\n    on_demand: 3.9\n    reserved: 2.34\n    spot: 1.56\n"
+                 "    spot_cap_share: 1.5\n")
+    with pytest.raises(InputError) as e:
+        load_config(p)
+    msg = str(e.value)
+    assert "prices.V100-32GB.spot_cap_share" in msg and "(line 6)" in msg and "share (0-1)" in msg
+    p.write_text("plan:\n  coverage_target: 2\n")
+    with pytest.raises(InputError, match=r"plan.coverage_target: .*\(line 2\); expected: share of intervals"):
+        load_config(p)
