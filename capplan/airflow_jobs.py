@@ -34,7 +34,7 @@ from capplan.airflow_keys import (CONFIG_ENV, CONFIG_VARIABLE, PLAN_TIERS, PROME
 from capplan.cache import prune
 from capplan.config import BasicAuth, PrometheusConfig, load_config
 from capplan.errors import InputError
-from capplan.report import RunInfo, versions
+from capplan.report import RunInfo, price_book_used, versions
 from capplan.sources import LoadedHistory, load_source
 from capplan.sources import prometheus as prom
 from capplan.stages.forecast import tier_forecasts
@@ -283,7 +283,8 @@ def plan(config_path, logical_date, seed: int = 0) -> dict:
     out = store.root / "plans" / key
     run_info = RunInfo(run_id=run_id, seed=seed, logical_date=key, started_at=t0.isoformat(), source="store",
                        forecast_runs={t: latest[t][0] for t in PLAN_TIERS}, versions=versions(),
-                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls)
+                       coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
+                       prices=price_book_used(cfg))
     # the tiers come from their forecast jobs; the benchmarks are cheap: computed here, then combined
     # exactly as `capplan plan` does
     state = PlanState(cfg, "store", todo, seed, cache_root=str(store.root), out=out, run=run_info, missing=missing,

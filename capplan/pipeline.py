@@ -20,7 +20,7 @@ from pathlib import Path
 from capplan.cache import prune
 from capplan.config import CapplanConfig, quick_reductions
 from capplan.executor import Executor, make_executor
-from capplan.report import Report, RunInfo, versions
+from capplan.report import Report, RunInfo, price_book_used, versions
 from capplan.runs import new_run_id, should_publish
 from capplan.stages.combine import combine
 from capplan.stages.export import export
@@ -87,7 +87,7 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     publish = should_publish(series, out, publish) if store is not None else None
     cache_root = str(store.root) if store is not None and reuse else None
     run_info = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(), source=source,
-                       versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
+                       versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, prices=price_book_used(cfg),
                        series_filter=list(series) if series else None, published=publish,
                        quick=cfg.plan.quick, quick_reductions=quick_reductions(cfg))
     # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)

@@ -240,6 +240,9 @@ class RunInfo(_Model):
     stage_seconds: dict[str, float] = Field(default_factory=dict)
     coverage_target: float
     n_calls: int
+    prices: dict[str, dict[str, Any]] = Field(default_factory=dict, description="the price book used, per GPU model: "
+                                              "USD per GPU-hour and what the cloud sells (the built-in entries with "
+                                              "the config's prices: over them; optimizer.prices.GpuPrice)")
     models: dict[str, Any] = Field(default_factory=dict, description="per tier: models reused / fitted, versions")
     files: list[str] = Field(default_factory=list)
     series_filter: list[str] | None = Field(default=None, description="--series of a run limited to some series; "
@@ -372,6 +375,12 @@ def reuse_totals(reused: dict[str, dict]) -> dict[str, dict[str, int]]:
 def versions() -> dict[str, str]:
     """Versions of the libraries that shape the numbers."""
     return {"python": platform.python_version(), **library_versions(VERSIONED_LIBS)}
+
+
+def price_book_used(cfg) -> dict[str, dict[str, Any]]:
+    """The price book a run used (``cfg.price_book()``: built-in entries, the config's ``prices:`` over them),
+    per GPU model, unset limits left out: ``{model: {"on_demand", "reserved", "spot", ...}}``, USD per GPU-hour."""
+    return {k: v.model_dump(exclude_none=True) for k, v in sorted(cfg.price_book().items())}
 
 
 def schema() -> dict:

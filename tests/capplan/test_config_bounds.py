@@ -181,3 +181,15 @@ def test_a_value_out_of_range_names_its_line_and_what_the_key_expects(tmp_path):
     p.write_text("plan:\n  coverage_target: 2\n")
     with pytest.raises(InputError, match=r"plan.coverage_target: .*\(line 2\); expected: share of intervals"):
         load_config(p)
+
+
+def test_the_report_records_the_price_book_the_run_used():
+    from capplan.config import CapplanConfig
+    from capplan.report import price_book_used
+
+    cfg = CapplanConfig.model_validate({"prices": {"V100-32GB": {"on_demand": 3.9, "reserved": 2.34, "spot": 1.56,
+                                                                 "spot_cap_share": 0.5}}})
+    book = price_book_used(cfg)
+    assert book["V100-32GB"]["spot_cap_share"] == 0.5 and "default" in book  # the built-in entries beside it
+    assert "spot_cap_gpus" not in book["V100-32GB"]  # unset limits are left out
+    assert "spot_cap_share" not in price_book_used(CapplanConfig())["V100-32GB"]
