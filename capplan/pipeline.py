@@ -87,7 +87,8 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
     publish = should_publish(series, out, publish) if store is not None else None
     cache_root = str(store.root) if store is not None and reuse else None
     run_info = RunInfo(run_id=new_run_id(started, seed), seed=seed, started_at=started.isoformat(), source=source,
-                       versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls, prices=price_book_used(cfg),
+                       versions=versions(), coverage_target=cfg.plan.coverage_target, n_calls=cfg.plan.n_calls,
+                       prices=price_book_used(cfg),
                        series_filter=list(series) if series else None, published=publish,
                        quick=cfg.plan.quick, quick_reductions=quick_reductions(cfg))
     # the store first, then LATEST, then the --out copy: LATEST is never behind --out (capplan.runs)

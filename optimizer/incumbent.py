@@ -65,9 +65,9 @@ CAPPED_RESERVATION = {"reservation_ratio": 1.0, "reservation_basis": "spot_cap",
 
 @dataclass
 class Challenge:
-    """What :func:`challenge` decided: ``params``/``objective``/``metrics`` of the policy kept, whether
-    the incumbent was kept, the incumbent's objective, the margin asked of the search, a note, and the searched
-    policy's objective (objectives: USD, daily objectives totalled over the tuning window)."""
+    """What :func:`challenge` decided: ``params``/``objective``/``metrics`` of the policy kept (its replay on the
+    tuning window), whether the incumbent was kept, the incumbent's objective, the margin asked of the search, a
+    note, and the searched policy's objective (objectives: USD, daily objectives totalled over the tuning window)."""
 
     params: TrainingParams
     objective: float
@@ -75,7 +75,8 @@ class Challenge:
     incumbent_objective: float
     margin: float
     note: str
-    searched_objective: float = float("nan")
+    searched_objective: float
+    metrics: Metrics
 
 
 def incumbent(bounds: dict, price: GpuPrice | None = None, interruption_rate: float = 0.01,
@@ -106,13 +107,14 @@ def challenge(searched: TrainingParams, searched_metrics: Metrics, rule: Trainin
         note = (f"policy: the searched policy beat the calibrated rule (optimizer.incumbent) on the tuning window "
                 f"by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD day by day, "
                 f"margin {margin:,.2f}), so it replaces it")
-        return Challenge(searched, searched_objective, False, inc_obj, margin, note, searched_objective)
+        return Challenge(searched, searched_objective, False, inc_obj, margin, note, searched_objective,
+                         searched_metrics)
     reserve = (", the GPUs the spot cap refuses at the weekly median level reserved"
                if rule.reservation_basis == "spot_cap" and rule.reservation_ratio > 0 else "")
     note = ("policy: the calibrated rule is recommended (optimizer.incumbent: the day on spot at the calibrated "
-            f"level, the adaptive a95 top-up, no headroom{reserve}); the searched policy did not beat it on the tuning window by "
-            "more than the days' noise (tuning.day_by_day in report.json)")
-    return Challenge(rule, inc_obj, True, inc_obj, margin, note, searched_objective)
+            f"level, the adaptive a95 top-up, no headroom{reserve}); the searched policy did not beat it on the "
+            "tuning window by more than the days' noise (tuning.day_by_day in report.json)")
+    return Challenge(rule, inc_obj, True, inc_obj, margin, note, searched_objective, m)
 
 
 def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool,
@@ -147,5 +149,5 @@ def recommended_name(policy: str, tuning: dict) -> str:
     return "rule" if policy == "searched" and tuning.get("incumbent_kept") else policy
 
 
-__all__ = ["CAPPED_RESERVATION", "INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE", "Challenge", "challenge",
-           "incumbent"]
+__all__ = ["CAPPED_RESERVATION", "INCUMBENTS", "incumbent_for", "kept_name", "recommended_name", "INCUMBENT_RULE",
+           "Challenge", "challenge", "incumbent"]

@@ -114,7 +114,7 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             plan["on_demand_hourly_gpus"] = max(want - reserved - flex, 0)
             capability = max(capability, math.ceil(p.topup_headroom * float(f["p99"].max()) - 1e-9))
         if price is not None:  # what the cloud sells: spot above the book's cap is bought on demand, as in the replay
-            _, od, sp, _ = sellable_layers(price, 3600, *(np.array([float(x)]) for x in (
+            _, od, sp, _ = sellable_layers(price, 3600, *(np.array([float(x)]) for x in (  # one step: no term to hold
                 reserved, plan["on_demand_gpus"], plan["spot_gpus"], plan.get("on_demand_hourly_gpus", 0))))
             plan["on_demand_gpus"], plan["spot_gpus"] = int(round(od[0])), int(round(sp[0]))
         plan.update({"capability_gpus": int(capability), "deserved_gpus": int(math.ceil(float(day["p50"].max()))),

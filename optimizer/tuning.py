@@ -305,8 +305,8 @@ def tune_policy(task: SearchTask) -> Tuned:
         days = lambda m: daily_objectives(m, pc.coverage_target, ref_cost, pc.penalty)  # noqa: E731
         ch = challenge(best_params, evaluate(best_params), rule, evaluate, days)
         best_params, best_obj, _ = ch.params, ch.objective, notes.append(ch.note)
-        tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept,
-                      day_by_day={"rule": ch.incumbent_objective, "searched": ch.searched_objective, "margin": ch.margin})
+        tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept, day_by_day={
+            "rule": ch.incumbent_objective, "searched": ch.searched_objective, "margin": ch.margin})
     chosen = "searched"
     rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
     for name in rival_metrics:  # a rival the exports can express is judged as exported (optimizer.expressed)
@@ -324,7 +324,7 @@ def tune_policy(task: SearchTask) -> Tuned:
               if (score is None or weekly) and task.kind == "training" and rule is None else 0.0)
     margin = score.regret_margin(margin) if weekly else margin
     if rule is not None:  # beside the rule the rivals are judged day by day too (optimizer.incumbent)
-        best_obj, rivals, best_rival, margin = days_totals(evaluate(best_params), rival_metrics, days)
+        best_obj, rivals, best_rival, margin = days_totals(ch.metrics, rival_metrics, days)
         target = pc.coverage_target
         tuning["day_by_day"].update(rivals, rival_margin=margin, target=target)  # what the decision used
     tuning["rival_margin"] = margin
