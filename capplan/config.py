@@ -163,6 +163,9 @@ class ForecastConfig(BaseModel):
     lstm_units: int = Field(default=32, ge=1, le=1024, description="LSTM units of the daily tier's network")
     lstm_max_windows: int = Field(default=2000, ge=16, le=1_000_000, description="training windows the LSTM sees per "
                                   "fit at most (an even subsample of them when there are more)")
+    lstm_members: int = Field(default=5, ge=1, le=16, description="networks in the daily tier's ensemble, each "
+                              "from its own seed; the forecast is their mean, quantile by quantile, so the seed moves "
+                              "it less (about 1/sqrt(members) of one network's spread) at members x the training cost")
     prophet_samples: int = Field(default=300, ge=50, le=10_000, description="Prophet's uncertainty_samples: simulated "
                                  "paths its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
     events: list[Annotated[str, BeforeValidator(_event_name)]] = Field(

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 #: is kept): the search's size, 3-day tuning and evaluation windows (rolling origins over 6 days: one refit
 #: of each weekly-refitted tier, not two; shorter replays), the test suite's LSTM and Prophet sizes.
 QUICK = {"plan": {"n_calls": 8, "tune_days": 3, "eval_days": 3},
-         "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "prophet_samples": 60}}
+         "forecast": {"lstm_epochs": 2, "lstm_max_windows": 400, "lstm_members": 1, "prophet_samples": 60}}
 #: ``--quick``: section -> field -> the value it sets: no random search, the coarse grid scan
 #: (:mod:`optimizer.quick_grid`) with no Gaussian-process refinement after it, training pools' rolling
 #: origins 12 hours apart (at least), no holdout fit of the weekly tier's Prophet (one Prophet fit per
@@ -68,8 +68,9 @@ def quick_reductions(cfg: "CapplanConfig") -> list[str]:
             "refits, shorter replays; every figure is on the shorter evaluation window",
             f"rolling origins: every {fc.training_origin_hours} h for training pools (default "
             f"{d.forecast.training_origin_hours} h)",
-            f"LSTM: {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} windows (default "
-            f"{d.forecast.lstm_epochs} on {d.forecast.lstm_max_windows})",
+            f"LSTM: {fc.lstm_members} network(s), {fc.lstm_epochs} epochs on at most {fc.lstm_max_windows} "
+            f"windows (default {d.forecast.lstm_members} networks, {d.forecast.lstm_epochs} epochs on "
+            f"{d.forecast.lstm_max_windows})",
             f"Prophet: {fc.prophet_samples} uncertainty samples (default {d.forecast.prophet_samples})"
             + ("" if fc.prophet_holdout else "; no holdout fit, so the weekly tier keeps all of Prophet's "
                "predicted change (default: a holdout week's fit sizes it)"),

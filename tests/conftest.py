@@ -17,6 +17,7 @@ plan:
 forecast:
   lstm_epochs: 2
   lstm_max_windows: 400
+  lstm_members: 2
   prophet_samples: 60
 """
 E2E_SERIES = ["train/vc6YE", "infer/nasa-http", "infer/azure-llm-conv"]

@@ -62,7 +62,7 @@ from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
 TARGET = "hour_mean_minus_last_reading_per_window_scale"  # recorded with saved models; a model trained on another target is refitted
-ARCH = "lstm-day-steps-cal8-skip-day-week-shrunk"  # recorded with saved models; a model of another architecture is refitted
+ARCH = "lstm-day-steps-cal8-skip-day-week-shrunk-members"  # recorded with saved models; a model of another architecture is refitted
 LOOKBACK = 168
 HORIZON = 24
 N_CAL = len(FEATURES)
@@ -79,14 +79,16 @@ def _tf():
 
 
 def pinball_loss(y_true, y_pred):
-    """Mean pinball (quantile) loss over the 4 quantile heads.
+    """Mean pinball (quantile) loss over the 4 quantile heads and the ensemble's members.
 
-    ``y_true``: ``(batch, 24)``; ``y_pred``: ``(batch, 24, 4)``.
+    ``y_true``: ``(batch, 24)``; ``y_pred``: ``(batch, 24, 4, members)``.
     Koenker & Bassett (1978): ``max(q * e, (q - 1) * e)`` with ``e = y - y_hat``.
+    The mean over members is the sum of each member's own loss (scaled): the
+    members share no weights, so each is trained as if alone.
     """
     tf, _ = _tf()
-    q = tf.constant(QUANTILES, dtype=y_pred.dtype)
-    e = tf.expand_dims(y_true, -1) - y_pred
+    q = tf.reshape(tf.constant(QUANTILES, dtype=y_pred.dtype), (len(QUANTILES), 1))
+    e = y_true[:, :, None, None] - y_pred
     return tf.reduce_mean(tf.maximum(q * e, (q - 1.0) * e))
 
 
@@ -107,6 +109,18 @@ def lead_shrinkage(pred: np.ndarray, actual: np.ndarray) -> np.ndarray:
     b = np.clip(np.divide((pc * ac).sum(axis=0), den, out=np.zeros_like(den, dtype="float64"), where=den > 0), 0, 1)
     a = np.median(actual - b * pred, axis=0)  # the median: MASE and the p50's pinball loss are absolute errors
     return np.column_stack([a, b])
+
+
+def even_subsample(n: int, k: int) -> np.ndarray:
+    """``k`` of the positions ``0 .. n - 1``, evenly spaced (sorted, distinct; all ``n`` when
+    ``k >= n``). The training windows are stacked series by series in time order, so every
+    series and every stretch of its history keeps its share. Not drawn with the seed: which
+    windows the network learns from is a property of the data, and a random draw made the
+    forecasts of pools with few bursts move with the seed (an idle pool's busy hours are in
+    some draws and not in others)."""
+    if k >= n:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, k)).astype(int))
 
 
 _LAYER = None
@@ -133,21 +147,30 @@ def _monotone_layer():
     return _LAYER
 
 
-def _build_model(units: int, seed: int):
+def _build_model(units: int, seed: int, members: int = 1):
+    """The network: ``members`` independent copies (their own initial weights; seeds
+    ``seed``, ``seed + 1``, ...) of the LSTM and its head, on the same inputs, side by
+    side in one graph. Output ``(batch, 24, 4, members)``; the forecast is their mean
+    (a deep ensemble, Lakshminarayanan, Pritzel & Blundell 2017, averaged quantile by
+    quantile as in Lichtendahl et al. 2013)."""
     tf, keras = _tf()
     seq = keras.Input(shape=(LOOKBACK, 1 + N_CAL), name="history")
     fut = keras.Input(shape=(HORIZON * N_CAL,), name="future_calendar")
     days = keras.layers.Reshape((LOOKBACK // 24, 24 * (1 + N_CAL)), name="day_steps")(seq)
-    h = keras.layers.LSTM(units, seed=seed)(days)
     # skip paths: the last day and the same day a week earlier, hour by hour, straight to the
     # head (seasonal-naive at one day and one week is then one linear map away)
     last_day = keras.layers.Flatten()(keras.layers.Cropping1D((LOOKBACK - 24, 0))(seq))
     week_ago = keras.layers.Flatten()(keras.layers.Cropping1D((0, LOOKBACK - 24))(seq))
-    z = keras.layers.Concatenate()([h, fut, last_day, week_ago])
-    z = keras.layers.Dense(64, activation="relu")(z)
-    raw = keras.layers.Dense(HORIZON * len(QUANTILES))(z)
-    raw = keras.layers.Reshape((HORIZON, len(QUANTILES)))(raw)
-    out = _monotone_layer()(name="quantiles")(raw)
+    outs = []
+    for k in range(members):
+        h = keras.layers.LSTM(units, seed=seed + k)(days)
+        z = keras.layers.Concatenate()([h, fut, last_day, week_ago])
+        z = keras.layers.Dense(64, activation="relu")(z)
+        raw = keras.layers.Dense(HORIZON * len(QUANTILES))(z)
+        raw = keras.layers.Reshape((HORIZON, len(QUANTILES)))(raw)
+        q = _monotone_layer()(name=f"quantiles_{k}")(raw)
+        outs.append(keras.layers.Reshape((HORIZON, len(QUANTILES), 1))(q))
+    out = outs[0] if members == 1 else keras.layers.Concatenate(axis=-1, name="members")(outs)
     model = keras.Model([seq, fut], out)
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=pinball_loss, jit_compile=False, steps_per_execution=8)
     return model
@@ -159,14 +182,15 @@ class LSTMSettings(TierSettings):
     epochs: int = Field(alias="lstm_epochs", ge=1, description="training epochs per fit")
     units: int = Field(alias="lstm_units", ge=1, description="LSTM units")
     max_windows: int = Field(alias="lstm_max_windows", ge=16, description="training windows per fit, at most")
+    members: int = Field(alias="lstm_members", ge=1, description="networks in the ensemble, each from its own seed")
 
 
 class DailyLSTM(Forecaster):
     """Global LSTM tier (see module docstring).
 
     Options: ``epochs`` (default 20), ``units`` (32), ``batch_size`` (256),
-    ``max_windows`` (2000, sampled with the seed when there are more),
-    ``patience`` (3).
+    ``max_windows`` (2000, an even subsample when there are more: :func:`even_subsample`),
+    ``patience`` (3), ``members`` (5: networks in the ensemble, :func:`_build_model`).
     """
 
     step = "1h"
@@ -178,9 +202,9 @@ class DailyLSTM(Forecaster):
     arch = f"{ARCH}/{TARGET}"
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
-                 max_windows: int = 2000, patience: int = 3, **options):
+                 max_windows: int = 2000, patience: int = 3, members: int = 5, **options):
         super().__init__(seed=seed, **options)
-        self.epochs, self.units, self.batch_size = epochs, units, batch_size
+        self.epochs, self.units, self.batch_size, self.members = epochs, units, batch_size, members
         self.max_windows, self.patience = max_windows, patience
         self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])  # per lead (a, b): a + b * median change
         self.tz: dict[str, str] = {}
@@ -257,11 +281,10 @@ class DailyLSTM(Forecaster):
             self.model, self.trained = None, []
             return self
         x, f, y, vx, vf, vy = (np.concatenate(parts[k]) for k in ("x", "f", "y", "vx", "vf", "vy"))
-        rng = np.random.default_rng(self.seed)
         if len(x) > self.max_windows:
-            keep = np.sort(rng.choice(len(x), self.max_windows, replace=False))
+            keep = even_subsample(len(x), self.max_windows)
             x, f, y = x[keep], f[keep], y[keep]
-        self.model = _build_model(self.units, self.seed)
+        self.model = _build_model(self.units, self.seed, self.members)
         cb = keras.callbacks.EarlyStopping(monitor="val_loss", patience=self.patience, restore_best_weights=True)
         val = ([vx, vf], vy) if len(vx) else None
         hist = self.model.fit([x, f], y, validation_data=val, epochs=self.epochs, batch_size=self.batch_size,
@@ -269,7 +292,7 @@ class DailyLSTM(Forecaster):
         self.history_loss = [float(v) for v in hist.history.get("val_loss", [])]
         self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])
         if len(vx):
-            p50 = self.model.predict([vx, vf], batch_size=512, verbose=0)[:, :, 0]
+            p50 = self.model.predict([vx, vf], batch_size=512, verbose=0).mean(axis=-1)[:, :, 0]
             self.shrink = lead_shrinkage(p50, vy)
         return self
 
@@ -318,7 +341,8 @@ class DailyLSTM(Forecaster):
             batch_f.append(f)
             meta_rows += [(sid, o, la, c) for (o, _), la, c in zip(items, last, sc)]
         if meta_rows:
-            pred = self.model.predict([np.concatenate(batch_x), np.concatenate(batch_f)], batch_size=512, verbose=0)
+            pred = self.model.predict([np.concatenate(batch_x), np.concatenate(batch_f)], batch_size=512,
+                                     verbose=0).mean(axis=-1)  # the members' mean, quantile by quantile
             shrink = np.asarray(self.shrink, dtype="float64")
             for (sid, o, last, sc), q in zip(meta_rows, pred):
                 q = np.asarray(q, dtype="float64")
@@ -332,7 +356,7 @@ class DailyLSTM(Forecaster):
 
     def _state(self, series: list[str]) -> dict:
         return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
-                "has_model": self.model is not None, "units": self.units}
+                "has_model": self.model is not None, "units": self.units, "members": self.members}
 
     def _write_files(self, directory, series) -> None:
         if self.model is not None:
@@ -345,6 +369,7 @@ class DailyLSTM(Forecaster):
         if shrink.shape != (HORIZON, 2):
             raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
         tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
+        members = int(state.get("members", 1))
         model = None
         if state["has_model"]:
             _, keras = _tf()
@@ -352,3 +377,4 @@ class DailyLSTM(Forecaster):
             model = keras.saving.load_model(str(directory / "model.keras"),
                                             custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
         self.shrink, self.tz, self.trained, self.units, self.model = shrink, tz, trained, units, model
+        self.members = members

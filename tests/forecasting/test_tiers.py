@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from forecasting.regularise import hourly_columns
 from forecasting.tiers import hourly_ets, make
+from forecasting.tiers.base import series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QCOLS, SeriesMeta
 
@@ -336,3 +338,26 @@ def test_shrinkage_toward_naive_keeps_only_informative_changes():
     assert lead_shrinkage(-actual, actual)[:, 1].max() == 0.0  # wrong-way predictions: none kept
     z = rng.normal(0, 1, 500)
     assert change_shrinkage(z, z) == 1.0 and change_shrinkage(z, -z) == 0.0 and change_shrinkage(z, 0 * z) == 0.0
+
+
+def test_daily_ensemble_forecasts_the_mean_of_independent_members():
+    # members start from their own weights, and the forecast is their mean quantile by quantile
+    h = _hourly_data()
+    m = make("daily", seed=5, members=3, **LSTM_OPTS).fit(h, META)
+    lstms = [w for w in m.model.layers if w.__class__.__name__ == "LSTM"]
+    assert len(lstms) == 3
+    first = [w.get_weights()[0] for w in lstms]
+    assert not np.allclose(first[0], first[1]) and not np.allclose(first[1], first[2])
+    origin = h["timestamp"].iloc[-1]
+    got = m.predict(h, {"p": [origin]})
+    lev, ref = hourly_columns(h)
+    x, f, _, last, sc = m._windows(series_values(h, "p", lev), series_values(h, "p", ref), META["p"].timezone,
+                                   np.array([len(h) - 1]), False)
+    raw = m.model.predict([x, f], verbose=0)
+    assert raw.shape == (1, 24, len(QCOLS), 3)
+    mean = raw.mean(axis=-1)[0]
+    med = m.shrink[:, 0] + m.shrink[:, 1] * mean[:, 0]
+    want = last[0] + (mean - mean[:, :1] + med[:, None]) * sc[0]
+    assert np.allclose(got[list(QCOLS)].to_numpy(), want, rtol=1e-5, atol=1e-6)
+    # a single member does not reproduce the mean: the members differ after training too
+    assert not np.allclose(raw[0, :, :, 0], mean, atol=1e-4)
