@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.adaptive import INSURANCE_SHARE, adaptive_levels, hour_values, insured
+from optimizer.adaptive import INSURANCE_SHARE, adaptive_levels, hour_values, insured, smooth_coverage
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")
 
@@ -78,3 +78,26 @@ def test_cheap_cover_raises_only_hours_where_the_fixed_level_costs_little():
     edge = np.array([3300.0 * (1 + INSURANCE_SHARE) + 3.0])
     assert insured(level[:1], margin[:1], edge, edge - 3300.0, p50[:1])[2] == 1
     assert insured(level[:1], margin[:1], edge + 0.5, edge - 3299.5, p50[:1])[2] == 0
+
+
+def test_smooth_coverage_is_a_ramp_centred_on_the_whole_gpu_jump():
+    # ceil(level) >= 10 from level > 9: the ramp is 0.5 there, 1 from 9.5, 0 up to 8.5; the floor counts fully
+    assert smooth_coverage(9.0, np.array([10.0])) == 0.5
+    assert smooth_coverage(9.5, np.array([10.0])) == 1.0 and smooth_coverage(8.5, np.array([10.0])) == 0.0
+    assert smooth_coverage(9.25, np.array([10.0])) == 0.75
+    assert smooth_coverage(0.0, np.array([10.0, 3.0]), floor=10.0) == 1.0
+    assert smooth_coverage(0.0, np.array([12.0, 3.0]), floor=10.0) == 0.5
+
+
+def test_a_forecast_that_moves_a_little_moves_the_levels_a_little():
+    # per-hour forecast noise of 0.02 GPUs: every hour's level moves by well under a GPU (with the
+    # whole-GPU indicator and the order statistic, the bursty pool's levels jumped by 0.4 GPUs)
+    for burst in (0.0, 1.0):
+        p50, p90, err, values = _hours(burst=burst)
+        jitter = np.random.default_rng(7).uniform(-0.5, 0.5, len(p50))
+        p50, err = p50 + jitter, err - jitter
+        d = np.random.default_rng(1).normal(0.0, 0.02, len(p50))
+        a, _, _ = adaptive_levels(p50, p90, err, values, 168, 24, 0.95)
+        b, _, _ = adaptive_levels(p50 + d, p90, err - d, values, 168, 24, 0.95)
+        moved = np.abs(b - a)[25:]
+        assert moved.max() < 0.15 and moved.mean() < 0.03, (burst, moved.max(), moved.mean())
