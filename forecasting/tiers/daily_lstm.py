@@ -364,17 +364,21 @@ class DailyLSTM(Forecaster):
 
     def _restore(self, state: dict, directory) -> None:
         """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
-        Nothing changes on this forecaster unless everything loads."""
+        Nothing changes on this forecaster unless everything loads. A model built with other
+        ``units`` or ``members`` than this forecaster's is refused (ValueError, which
+        :meth:`Forecaster.load` reports as a ModelFileError and the caller refits), so a
+        changed ``forecast.lstm_units``/``lstm_members`` takes effect at once."""
         shrink = np.asarray(state["shrink"], dtype="float64")
         if shrink.shape != (HORIZON, 2):
             raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
-        tz, trained, units = dict(state["tz"]), list(state["trained"]), int(state["units"])
-        members = int(state.get("members", 1))
+        tz, trained = dict(state["tz"]), list(state["trained"])
+        saved = (int(state["units"]), int(state["members"]))
+        if saved != (self.units, self.members):
+            raise ValueError(f"saved with units/members {saved}, configured ({self.units}, {self.members})")
         model = None
         if state["has_model"]:
             _, keras = _tf()
             _monotone_layer()
             model = keras.saving.load_model(str(directory / "model.keras"),
                                             custom_objects={"pinball_loss": pinball_loss}, safe_mode=True)
-        self.shrink, self.tz, self.trained, self.units, self.model = shrink, tz, trained, units, model
-        self.members = members
+        self.shrink, self.tz, self.trained, self.model = shrink, tz, trained, model

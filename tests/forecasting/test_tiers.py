@@ -297,6 +297,9 @@ def test_save_load_round_trip(tier, tmp_path):
     assert m2.fitted_series() == ["p"] and m2.data_range == m.data_range
     a, b = m.predict(h), m2.predict(h)
     assert np.allclose(a[list(QCOLS)].to_numpy(), b[list(QCOLS)].to_numpy(), rtol=1e-6)
+    if tier == "daily":  # a model built with other network options is refused, so the configured ones apply
+        with pytest.raises(ModelFileError, match="units/members"):
+            make(tier, seed=4, **{**opts, "members": 2}).load(tmp_path / "v1")
     # a model saved by another tier, or a broken file, is refused with a reason (the caller refits)
     other = "weekly" if tier != "weekly" else "hourly"
     with pytest.raises(ModelFileError, match="tier/arch/format"):
