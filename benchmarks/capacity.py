@@ -36,8 +36,9 @@ stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.sea
 Forecasts: ``--forecasts DIR`` reuses the combined rolling-origin forecasts of a
 ``capplan plan`` output folder (``backtest.parquet``) so only the search runs
 per seed; without it the forecast stage runs once (seed 0, several minutes).
-The seeds then vary the search and the spot draws, not the forecasts (the
-LSTM's seed is the forecast run's). With ``--retrain`` the forecast stage runs
+The seeds then vary the search, not the forecasts (the LSTM's seed is the
+forecast run's) nor the spot interruptions (one scenario for every seed,
+:data:`optimizer.tuning.SCENARIO_STREAM`). With ``--retrain`` the forecast stage runs
 again for every seed, with that seed, on a fresh store and model registry
 (:func:`benchmarks.common.cold_forecasts`; several minutes per seed), so the
 spread of item 3 includes the models' own seed (the LSTM's initial weights and
@@ -70,7 +71,7 @@ from benchmarks.policy_hindsight import hindsight_best
 from capplan.config import CapplanConfig, load_config
 from capplan.stages.search import search_tasks
 from optimizer.incumbent import recommended_name
-from optimizer.tuning import PolicyReplay
+from optimizer.tuning import SCENARIO_STREAM, PolicyReplay
 
 SEED_SPREAD_PCT = 2.0  #: the issue's target: every series within 2 % of its median cost over the seeds
 
@@ -197,7 +198,7 @@ def hindsight_table(prep, fc, cfg: CapplanConfig, seed: int, coverage: float = 0
 
     rows = []
     for t in search_tasks(prep, fc, cfg, seed):
-        best = hindsight_best(PolicyReplay(t.kind, t.settings, seed), t.tune, t.evalw, coverage)
+        best = hindsight_best(PolicyReplay(t.kind, t.settings, SCENARIO_STREAM), t.tune, t.evalw, coverage)
         for fam, b in best.items():
             rows.append({"series": t.series_id, "kind": t.kind, "family": fam, "hindsight_regret": b.regret,
                          "coverage": b.metrics.coverage if b.metrics else np.nan, "policies": b.n_points,

@@ -34,7 +34,7 @@ from forecasting.types import SeriesMeta
 from optimizer.empirical import empirical_day_level
 from optimizer.incumbent import recommended_name
 from optimizer.layers import critical_ratios, exceeded_level
-from optimizer.tuning import PolicyReplay
+from optimizer.tuning import SCENARIO_STREAM, PolicyReplay
 
 REGRET_TARGET = 1.12  #: the large pool's regret target
 IDLE_GAP = 0.03  #: the plan's idle ratio may exceed the limit's by this much
@@ -138,7 +138,7 @@ def hindsight_targets(task, seed: int, limit_idle: float) -> dict[str, float]:
     :data:`IDLE_GAP` of ``limit_idle``; ``hindsight_idle_at_regret``: the lowest idle ratio among
     the policies that cover enough with regret <= the target; ``hindsight_regret_at_idle``: the lowest
     regret among those that cover enough with the idle ratio within the gap (NaN when none)."""
-    pr = PolicyReplay(task.kind, task.settings, seed)
+    pr = PolicyReplay(task.kind, task.settings, SCENARIO_STREAM)
     limit = pr.oracle(task.evalw).cost_usd
     rows = []
     for p in hindsight_points(pr, task.tune):

@@ -71,7 +71,7 @@ from forecasting.types import STEP, SeriesMeta
 from optimizer.objective import objective_value
 from optimizer.peers import PEERS
 from optimizer.policy import Metrics
-from optimizer.tuning import TUNING_STREAM, PolicyReplay, SearchTask, Tuned, evaluate_policy, reference_cost, \
+from optimizer.tuning import SCENARIO_STREAM, PolicyReplay, SearchTask, Tuned, evaluate_policy, reference_cost, \
     selection_score, tune_policy
 
 WEEK = pd.Timedelta("7D")
@@ -226,7 +226,7 @@ def rank_of_recommended(task: SearchTask, tuned: Tuned, baseline: Metrics, peers
     the peers' figures there are ``baseline`` and ``peers``."""
     s = task.settings
     target = min(1.0, s.coverage_target + s.coverage_margin)
-    pr = PolicyReplay(task.kind, s, task.seed)
+    pr = PolicyReplay(task.kind, s, SCENARIO_STREAM)
 
     def scorer(inp):
         ref = reference_cost(inp)
@@ -243,8 +243,7 @@ def rank_of_recommended(task: SearchTask, tuned: Tuned, baseline: Metrics, peers
             cands[key] = (t["objective"], on_week(pr.replay(pr.params(t["params"]), task.evalw)[0]))
     rec_key = repr(sorted(tuned.params.items()))
     if rec_key not in cands:  # the scan's policy, when the search's budget did not replay it
-        tune_obj = scorer(task.tune)(PolicyReplay(task.kind, s, TUNING_STREAM).replay(pr.params(tuned.params),
-                                                                                       task.tune)[0])
+        tune_obj = scorer(task.tune)(pr.replay(pr.params(tuned.params), task.tune)[0])
         cands[rec_key] = (tune_obj, on_week(pr.replay(pr.params(tuned.params), task.evalw)[0]))
     for name, m in {"baseline": baseline, **peers}.items():
         tune_obj = tuned.tuning.get(f"{name}_objective")

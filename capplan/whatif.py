@@ -36,7 +36,7 @@ from optimizer.inputs import replay_input
 from optimizer.policy import Metrics, TrainingParams
 from optimizer.replay import ReplayInput
 from optimizer.space import ordered_labels
-from optimizer.tuning import PolicyReplay
+from optimizer.tuning import SCENARIO_STREAM, PolicyReplay
 
 
 def _choices(field: str) -> list[str]:
@@ -100,7 +100,7 @@ class WhatIf:
         return m, self._frame(s["provisioned"])
 
     def _replay(self) -> PolicyReplay:
-        return PolicyReplay(self.kind, self.cfg.plan.search_settings(), self.seed)
+        return PolicyReplay(self.kind, self.cfg.plan.search_settings(), SCENARIO_STREAM)
 
     def _frame(self, provisioned: np.ndarray) -> pd.DataFrame:
         return pd.DataFrame({"timestamp": self.inp.times, "demand": self.inp.demand, "provisioned": provisioned})

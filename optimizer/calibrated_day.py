@@ -25,6 +25,26 @@ lookup of the replay):
   prediction, e.g. Angelopoulos & Bates, *A Gentle Introduction to Conformal Prediction*, 2021,
   section 5.3).
 
+**Day types.** Training demand follows the working week: people submit jobs on weekdays, and a
+weekend can run far below the week or not. A forecast fitted on a few weeks learns that pattern
+only in part, so its errors have another centre on weekdays than at weekends, and a window that
+pools them sizes every day from the mixture: the weekend too high, the weekdays too low. On the
+sample's Helios cluster summed into one pool (``benchmarks.earth_pool``) the combined p50 was 0-15 %
+under the demand on the evaluation week's weekdays and 18-28 % over it on its Saturday and Sunday.
+So with the pool's ``timezone`` (:func:`weekend_days`: a day is a weekend day when its midpoint falls
+on a Saturday or Sunday there) the errors are recentred on the day's type before they are pooled
+(:func:`day_type_errors`): each error of the other type moves by the difference of the two types'
+medians. The centre is the type's own, the spread the whole window's: a week holds only two weekend
+days, too few for the tails of a separate calibration set (Mondrian conformal prediction, Vovk,
+Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005, section 4.5, calibrates each
+category on its own), enough for a median. A type with fewer than :data:`MIN_ERRORS` errors in the
+window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
+(:func:`optimizer.intermittent.is_intermittent`: most of its steps idle). There most errors are those of
+idle hours, and the medians say where one week's bursts fell, not how the week runs; on the sample's
+nearly idle ``train/vcdI0`` the shift doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the
+day type has medians within noise of each other, and its level moves within that noise
+(``tests/optimizer/test_calibrated_day.py``).
+
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
 rule holds at any pool size.
 
@@ -32,17 +52,20 @@ rule holds at any pool size.
 :data:`optimizer.calibrated.MIN_ERRORS` (a day of them as they can be known) past errors uses the p90
 newsvendor level of the same forecast (:data:`optimizer.calibrated.FALLBACK`); a day with no forecast
 is NaN, which the replay fills as it fills every daily lookup. The plan's next day (:func:`plan_level`)
-uses the errors of the :data:`WINDOW` before the evaluation window's end, carried in
-``TrainingParams.day_errors_gpus``.
+uses the errors of the :data:`WINDOW` before the evaluation window's end, recentred on that day's type,
+carried in ``TrainingParams.day_errors_gpus``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from optimizer.adaptive import hour_peaks
 from optimizer.calibrated import FALLBACK, MIN_ERRORS, NAMES, WINDOW
+from optimizer.intermittent import is_intermittent
 from optimizer.layers import exceeded_level
 from optimizer.replay_core import latest_before
 
@@ -81,36 +104,84 @@ def day_hour_maxima(forecasts: pd.DataFrame, day_starts: pd.DatetimeIndex, q: st
     return out
 
 
+def weekend_days(day_starts: pd.DatetimeIndex, timezone: str) -> np.ndarray:
+    """Per day (24 hours from each of ``day_starts``, tz-aware): whether its midpoint falls on a Saturday or a
+    Sunday in ``timezone`` (an IANA name, the pool's ``SeriesMeta.timezone``). Bool array."""
+    mid = (pd.DatetimeIndex(day_starts) + pd.Timedelta("12h")).tz_convert(timezone)
+    return np.asarray(mid.dayofweek >= 5)
+
+
+def day_type_errors(errors: np.ndarray, weekend: np.ndarray, target: bool) -> tuple[np.ndarray, bool]:
+    """The errors (GPUs) recentred on the day type ``target`` (True: weekend), module docstring: each error of
+    the other type moved by ``median(errors of target's type) - median(errors of the other type)``; those of
+    the target's type unchanged. ``weekend``: per error, its day's type. Returns ``(errors, shifted)``; the
+    errors unchanged and False when either type has fewer than :data:`MIN_ERRORS` finite errors."""
+    e = np.asarray(errors, float)
+    g = np.asarray(weekend, bool)
+    same, other = e[g == target], e[g != target]
+    if np.isfinite(same).sum() < MIN_ERRORS or np.isfinite(other).sum() < MIN_ERRORS:
+        return e, False
+    out = e.copy()
+    out[g != target] += np.nanmedian(same) - np.nanmedian(other)
+    return out, True
+
+
+class DayLevels(NamedTuple):
+    """What :func:`calibrated_day_level` returns: ``level`` per step (GPUs; NaN: no forecast for the day),
+    ``fell_back`` (days of the window sized at the p90 newsvendor level, fewer than :data:`MIN_ERRORS` past
+    errors), ``next_errors`` (GPUs: the errors a day starting at the hour after the window's last step's would
+    pool, recentred on its day type, what the plan's next day is sized with, :func:`plan_level`) and
+    ``unshifted`` (days of the window pooled without the day-type shift: one type had less than a day of errors,
+    the week before was intermittent, or no ``timezone`` was given)."""
+
+    level: np.ndarray
+    fell_back: int
+    next_errors: np.ndarray
+    unshifted: int
+
+
 def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.DatetimeIndex,
-                         start: pd.Timestamp, end: pd.Timestamp, share: float
-                         ) -> tuple[np.ndarray, int, np.ndarray]:
+                         start: pd.Timestamp, end: pd.Timestamp, share: float,
+                         timezone: str | None = None) -> DayLevels:
     """The calibrated daily level (GPUs, module docstring) per step of ``times`` (the window
-    ``[start, end]``; days counted from ``start``).
+    ``[start, end]``; days counted from ``start``), as a :class:`DayLevels`.
 
     ``forecasts``: the series' combined rolling forecasts (forecast frame); ``actual``: its demand
-    indexed by timestamp (the history before ``start`` included); ``share``: the spot critical ratio.
-    Returns ``(level per step (NaN: no forecast for the day), days of the window that fell back to
-    the p90 newsvendor level, the errors (GPUs) a day starting at the hour after end's would pool)``; the last is
-    what the plan's next day is sized with (:func:`plan_level`).
+    indexed by timestamp (the history before ``start`` included); ``share``: the spot critical ratio;
+    ``timezone``: the pool's (IANA name), which says which days are weekend days for the day-type shift
+    (:func:`day_type_errors`); None pools the errors as they are.
     """
     n_back = int(WINDOW / pd.Timedelta("1D"))
     day_starts = pd.date_range(start - WINDOW, end, freq="1D")
     p50 = day_hour_maxima(forecasts, day_starts)
     p90 = day_hour_maxima(forecasts, day_starts, FALLBACK)
     err = (hour_peaks(actual, day_starts[0], 24 * len(day_starts)).reshape(-1, 24) - p50).ravel()
+    weekend = weekend_days(day_starts, timezone) if timezone else None
+    hour_type = np.repeat(weekend, 24) if weekend is not None else None
+
+    def pooled(lo: int, hi: int, day_start: pd.Timestamp) -> tuple[np.ndarray, bool]:
+        past = err[max(0, lo):max(0, hi)]
+        if hour_type is None or is_intermittent(actual[(actual.index >= day_start - WINDOW)
+                                                      & (actual.index < day_start - HOUR)].to_numpy()):
+            return past, False
+        return day_type_errors(past, hour_type[max(0, lo):max(0, hi)],
+                               bool(weekend_days(pd.DatetimeIndex([day_start]), timezone)[0]))
+
     n_win = int(WINDOW / HOUR)
     levels = np.full(len(day_starts), np.nan)
-    fell_back = 0
+    fell_back = unshifted = 0
     for i in range(n_back, len(day_starts)):
-        past = err[max(0, 24 * i - n_win):24 * i - 1]  # hours ended at least one hour before the day
+        past, shifted = pooled(24 * i - n_win, 24 * i - 1, day_starts[i])  # hours ended at least one hour before the day
         if np.isfinite(past).sum() >= MIN_ERRORS:
             levels[i] = pooled_level(p50[i], past, share)
+            unshifted += not shifted
         elif np.isfinite(p90[i]).any():
             levels[i] = max(exceeded_level(p90[i], share), 0.0)
             fell_back += 1
     idx = day_starts.searchsorted(times, side="right") - 1
     nxt = int((pd.Timestamp(end) - day_starts[0]) // HOUR) + 1  # the hour after the window's last step's
-    return levels[idx], fell_back, err[max(0, nxt - n_win):max(0, nxt - 1)]
+    nxt_errors = pooled(nxt - n_win, nxt - 1, day_starts[0] + nxt * HOUR)[0]  # the plan's day begins at that hour
+    return DayLevels(levels[idx], fell_back, nxt_errors, unshifted)
 
 
 def plan_level(p50_hours: np.ndarray, p90_hours: np.ndarray, errors: list[float] | None, share: float) -> float:
@@ -149,5 +220,6 @@ def with_plan_terms(params, inp):
     return params
 
 
-__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "calibrated_day_level", "day_hour_maxima",
+__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "DayLevels", "calibrated_day_level", "day_hour_maxima", "day_type_errors",
+           "weekend_days",
            "next_day_errors", "plan_level", "with_plan_terms", "pooled_level"]

@@ -101,10 +101,15 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         actual = pd.Series(history["value"].to_numpy(), index=ts)
         inp.hour_max = refreshed_hour_max(comb, times, hour_starts, actual)
         day_floor = lambda hours: np.ceil(calibrated_day_level(  # noqa: E731  the rule's day layer under a95
-            comb, actual, hours, hours[0], hours[-1], ratio)[0] - 1e-9)
+            comb, actual, hours, hours[0], hours[-1], ratio, meta.timezone).level - 1e-9)
         calibrated, inp.topup_margin, n_fallback = calibrated_hour_max(comb, actual, times, start, end, day_floor)
         inp.hour_max.update(calibrated)
-        inp.day_calibrated, n_days, inp.day_errors = calibrated_day_level(comb, actual, times, start, end, ratio)
+        cal = calibrated_day_level(comb, actual, times, start, end, ratio, meta.timezone)
+        inp.day_calibrated, n_days, inp.day_errors = cal.level, cal.fell_back, cal.next_errors
+        if cal.unshifted:
+            notes.append(f"replay: the calibrated daily level (optimizer.calibrated_day) pooled the past errors of "
+                         f"{cal.unshifted} day(s) of the window without the weekday/weekend shift: one day type had "
+                         "less than a day of errors in the week before, or that week's demand was intermittent")
         if n_days:
             days = f"{n_days} days of the window; those days" if n_days != 1 else "1 day of the window; that day"
             notes.append(f"replay: the calibrated daily level (optimizer.calibrated_day) had less than a day of past "

@@ -52,6 +52,15 @@ rule of :mod:`optimizer.incumbent` on the tuning window by more than the days' n
 test of daily objectives (:func:`optimizer.objective.daily_objectives`, at the plain coverage target).
 A calibrated top-up carries the margin of the last replayed hour, and a calibrated daily rule
 the errors of the evaluation window's last 7 days, for the plan (:func:`optimizer.calibrated_day.with_plan_terms`).
+
+**One scenario for every run seed.** Spot interruptions are random draws (:func:`optimizer.replay.spot_losses`),
+and every replay that is scored, on the tuning window and on the evaluation window, draws them from the same
+stream, :data:`SCENARIO_STREAM`, whatever the run's seed: the seed belongs to the planner (the LSTM's initial
+weights, Prophet's samples, the Gaussian-process search), the interruptions to the world it is judged in
+(common random numbers, e.g. Law, *Simulation Modeling and Analysis*, 5th ed., 2015, section 11.2). So two
+seeds that reach the same policy report the same figures, and a difference between two seeds' figures is a
+difference between their plans. Drawn with the run's seed, the evaluation moved a 300-USD pool's week by
+3 % across seeds 0-4 with the same policy (``train/vcJkd``, benchmarks/RESULTS.md, ``capacity-sets``).
 """
 
 from __future__ import annotations
@@ -84,7 +93,7 @@ from optimizer.search_settings import SearchSettings
 
 REFINE_MIN = 0.03
 REFINE_MIN_WINDOW_S = 86400  # a shorter tuning window keeps the scan's policy (module docstring)
-TUNING_STREAM = 0  # spot-interruption draws of every tuning replay (module docstring)
+SCENARIO_STREAM = 0  # spot-interruption draws of every replay scored, tuning and evaluation (module docstring)
 
 
 @dataclass(frozen=True)
@@ -231,14 +240,13 @@ def tune_policy(task: SearchTask) -> Tuned:
     pc = task.settings
     tune = task.tune
     ref_cost = reference_cost(tune)
-    pr = PolicyReplay(task.kind, pc, task.seed)
-    tpr = PolicyReplay(task.kind, pc, TUNING_STREAM)  # the tuning scenario: the same for every run seed
+    pr = PolicyReplay(task.kind, pc, SCENARIO_STREAM)  # the world's scenario: the same for every run seed
     space = pr.space(tune)
     narrowed, why = intermittent_space(task.kind, pc.training_bounds.as_dict(), tune.demand)
     space = scan_grid(narrowed or space, pc.scan_grid)  # intermittent: hourly top-ups only; quick: coarse scan
     target = min(1.0, pc.coverage_target + pc.coverage_margin)
     by = pc.coverage_objective
-    evaluate = lambda p: tpr.replay(p, tune)[0]  # noqa: E731
+    evaluate = lambda p: pr.replay(p, tune)[0]  # noqa: E731
     score = selection_score(task.kind, pc.selection_score, tune, target, ref_cost, pc.penalty, by)
     obj = score or (lambda m: objective_value(m, target, ref_cost, pc.penalty, by))
     scan, x_scan = grid_scan(evaluate, space, target, ref_cost, pc.penalty, by, score=score,
@@ -247,7 +255,7 @@ def tune_policy(task: SearchTask) -> Tuned:
     gp = scan if scan_only(pc, scan) else run_search(evaluate, space, pc.n_calls, task.seed, target, ref_cost,
                                                      pc.penalty, "gp", coverage_by=by, start=start, score=score)
     trials = list(gp.trials)
-    tuning = {"gp_objective": gp.best_objective, "baseline_objective": obj(tpr.baseline(tune)[0]),
+    tuning = {"gp_objective": gp.best_objective, "baseline_objective": obj(pr.baseline(tune)[0]),
               "reference_cost_usd": ref_cost, "coverage_target_while_tuning": target, "coverage_objective": by,
               "selection_score": pc.selection_score if score else "cost"}
     rnd_params = None
@@ -308,10 +316,10 @@ def tune_policy(task: SearchTask) -> Tuned:
         tuning.update(incumbent_objective=ch.incumbent_objective, incumbent_kept=ch.incumbent_kept, day_by_day={
             "rule": ch.incumbent_objective, "searched": ch.searched_objective, "margin": ch.margin})
     chosen = "searched"
-    rival_metrics = {"baseline": tpr.baseline(tune)[0], **{n: m for n, (m, _) in tpr.peers(tune).items()}}
+    rival_metrics = {"baseline": pr.baseline(tune)[0], **{n: m for n, (m, _) in pr.peers(tune).items()}}
     for name in rival_metrics:  # a rival the exports can express is judged as exported (optimizer.expressed)
         ex = expressed_params(name, task.kind, best_params.model_dump())
-        rival_metrics[name] = tpr.replay(tpr.params(ex), tune)[0] if ex else rival_metrics[name]
+        rival_metrics[name] = pr.replay(pr.params(ex), tune)[0] if ex else rival_metrics[name]
     rivals = {"baseline": tuning["baseline_objective"]}
     for name, m in rival_metrics.items():
         if name != "baseline":
@@ -320,7 +328,7 @@ def tune_policy(task: SearchTask) -> Tuned:
     # a training pool's rival must win by more than the days' noise (optimizer.rivals; USD objectives only);
     # inference services keep the plain comparison, where a tie goes to the rival (module docstring)
     weekly = isinstance(score, WeeklyScore)  # its margin in units of a week's limit (optimizer.selection)
-    margin = (rival_margin(tpr.replay(best_params, tune)[0], rival_metrics[best_rival])
+    margin = (rival_margin(pr.replay(best_params, tune)[0], rival_metrics[best_rival])
               if (score is None or weekly) and task.kind == "training" and rule is None else 0.0)
     margin = score.regret_margin(margin) if weekly else margin
     if rule is not None:  # beside the rule the rivals are judged day by day too (optimizer.incumbent)
@@ -352,7 +360,7 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     """The evaluation half of :func:`search_one`: replay the tuned, random-search, baseline
     and peer policies and the perfect-foresight limit on ``task.evalw``, which the tuning
     never saw. ``notes`` = the task's input notes, then the tuning's."""
-    pr = PolicyReplay(task.kind, task.settings, task.seed)
+    pr = PolicyReplay(task.kind, task.settings, SCENARIO_STREAM)
     evalw = task.evalw
     best_params = pr.params(tuned.params)
     best_params = with_plan_terms(best_params, evalw)  # the calibrated levels' latest margin and errors

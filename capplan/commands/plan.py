@@ -184,7 +184,9 @@ def register(app: typer.Typer) -> None:
         out_dir: Path = typer.Option(Path("capplan-out"), "--out", help="Output folder; replaced atomically at the end."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all"),
-        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM, Prophet sampling, spot draws and the search."),
+        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM, Prophet sampling and the search. Spot "
+                                 "interruptions are drawn from one fixed scenario, so two seeds that reach the same "
+                                 "plan report the same figures."),
         fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP),
         output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
         timezone: str = typer.Option("UTC", "--timezone", help="Zone of naive timestamps in csv/parquet input."),

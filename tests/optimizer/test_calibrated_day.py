@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from optimizer.calibrated_day import (MIN_ERRORS, calibrated_day_level, next_day_errors, plan_level,
-                                      pooled_level)
+from optimizer.calibrated_day import (MIN_ERRORS, calibrated_day_level, day_type_errors, next_day_errors,
+                                      plan_level, pooled_level, weekend_days)
 from optimizer.plan import capacity_plan
 from optimizer.replay_core import ReplayInput
 
@@ -41,7 +42,7 @@ def test_levels_are_causal_and_sized_from_the_realised_errors():
     demand, fc = _setup()
     start, end = T0 + pd.Timedelta("7D"), demand.index[-1]
     times = demand.index[demand.index >= start]
-    lv, n_fb, _ = calibrated_day_level(fc, demand, times, start, end, 0.4)
+    lv, n_fb, _, _ = calibrated_day_level(fc, demand, times, start, end, 0.4)
     assert n_fb == 0 and np.all(np.isfinite(lv))
     # the forecast is flat at 20, so the level is 20 + the 60 % quantile of ceil(hour max) - 20: an hour maximum
     peaks = np.ceil(demand.groupby((demand.index - T0) // pd.Timedelta("1h")).max().to_numpy())
@@ -50,7 +51,7 @@ def test_levels_are_causal_and_sized_from_the_realised_errors():
     cut = start + pd.Timedelta("3D")  # a day boundary: days up to and including that day see nothing after it
     later = demand.copy()
     later[later.index >= cut] += 50.0
-    lv2, _, _ = calibrated_day_level(fc, later, times, start, end, 0.4)
+    lv2, _, _, _ = calibrated_day_level(fc, later, times, start, end, 0.4)
     assert np.array_equal(lv[times < cut + pd.Timedelta("1D")], lv2[times < cut + pd.Timedelta("1D")])
     assert np.all(lv2[times >= cut + pd.Timedelta("2D")] > lv[times >= cut + pd.Timedelta("2D")])
 
@@ -60,11 +61,11 @@ def test_the_level_scales_with_the_pool_and_falls_back_to_p90_without_a_day_of_e
     d10, f10 = _setup(scale=10.0)
     start, end = T0 + pd.Timedelta("7D"), d1.index[-1]
     times = d1.index[d1.index >= start]
-    a, _, _ = calibrated_day_level(f1, d1, times, start, end, 0.4)
-    b, _, _ = calibrated_day_level(f10, d10, times, start, end, 0.4)
+    a, _, _, _ = calibrated_day_level(f1, d1, times, start, end, 0.4)
+    b, _, _, _ = calibrated_day_level(f10, d10, times, start, end, 0.4)
     assert np.allclose(b, 10 * a)  # no headroom: ten times the pool, ten times the level
     early = d1.index[d1.index < T0 + pd.Timedelta("2D")]
-    lv, n_fb, _ = calibrated_day_level(f1, d1, early, T0, early[-1], 0.4)
+    lv, n_fb, _, _ = calibrated_day_level(f1, d1, early, T0, early[-1], 0.4)
     day2 = early >= T0 + pd.Timedelta("1D")
     # day 1 has no past errors (the p90 level); day 2 has the 23 that one day of forecasts yields, enough
     peaks = np.ceil(d1[d1.index < T0 + pd.Timedelta("23h")].resample("1h").max().to_numpy() - 1e-9)
@@ -73,13 +74,15 @@ def test_the_level_scales_with_the_pool_and_falls_back_to_p90_without_a_day_of_e
     assert plan_level(np.full(24, 20.0), np.full(24, 26.0), [1.0] * (MIN_ERRORS - 1), 0.4) == 26.0
 
 
-def test_the_plans_next_day_pools_the_errors_the_replay_would_pool():
-    demand, fc = _setup()
+@pytest.mark.parametrize("timezone", [None, "UTC"])
+def test_the_plans_next_day_pools_the_errors_the_replay_would_pool(timezone):
+    # the day after the window is Saturday 13 January: under a timezone its errors are recentred on the weekend's
+    demand, fc = _setup() if timezone is None else _weekly(days=14)
     start, end = T0 + pd.Timedelta("7D"), T0 + pd.Timedelta("12D") - STEP
     times = demand.index[(demand.index >= start) & (demand.index <= end)]
-    _, _, nxt = calibrated_day_level(fc, demand, times, start, end, 0.4)
+    _, _, nxt, _ = calibrated_day_level(fc, demand, times, start, end, 0.4, timezone)
     longer = demand.index[(demand.index >= start) & (demand.index < end + pd.Timedelta("1D"))]
-    lv, _, _ = calibrated_day_level(fc, demand, longer, start, longer[-1], 0.4)
+    lv, _, _, _ = calibrated_day_level(fc, demand, longer, start, longer[-1], 0.4, timezone)
     inp = ReplayInput(times=times, demand=demand[times].to_numpy(), step_s=300, price=None)
     inp.day_errors = nxt
     errors = next_day_errors(inp)
@@ -89,4 +92,66 @@ def test_the_plans_next_day_pools_the_errors_the_replay_would_pool():
     plan = capacity_plan("training", {"reservation_ratio": 0.0, "daily_rule": "calibrated", "spot_fraction": 1.0,
                                       "day_errors_gpus": errors}, final, pd.DataFrame(),
                          history=pd.DataFrame({"timestamp": times, "value": demand[times].to_numpy()}), spot_share=0.4)
-    assert plan["spot_gpus"] == lv[-1]  # the day after the window: the level the replay gives that day
+    assert plan["spot_gpus"] == np.ceil(lv[-1] - 1e-9)  # the day after the window: the level the replay gives that day
+
+
+def _weekly(days=21, weekend_drop=8.0, seed=1):
+    """Demand of 30 GPUs (+ gamma noise) on weekdays and ``30 - weekend_drop`` on Saturdays and Sundays (UTC), with
+    a flat p50 of 30 that knows nothing of the week: the forecast is too high on every weekend."""
+    demand, fc = _setup(days=days, seed=seed)
+    weekend = demand.index.dayofweek >= 5
+    demand = demand + 10.0 - np.where(weekend, weekend_drop, 0.0)
+    return demand, fc.assign(p50=30.0, p90=36.0, p95=37.0, p99=40.0)
+
+
+def test_weekend_days_are_read_in_the_pools_timezone():
+    starts = pd.date_range("2024-01-05 16:00", periods=3, freq="1D", tz="UTC")  # midpoints Sat 04:00 .. Mon 04:00 UTC
+    assert weekend_days(starts, "UTC").tolist() == [True, True, False]
+    assert weekend_days(starts, "Asia/Shanghai").tolist() == [True, True, False]  # 12:00 local, same days
+    assert weekend_days(starts, "America/Los_Angeles").tolist() == [False, True, True]  # Fri 20:00 .. Sun 20:00 local
+
+
+def test_day_type_shift_moves_the_other_types_errors_by_the_difference_of_medians():
+    e = np.array([5.0] * 30 + [-3.0] * 30)
+    wk = np.array([False] * 30 + [True] * 30)
+    out, shifted = day_type_errors(e, wk, True)
+    assert shifted and np.all(out == -3.0)  # weekday errors moved by median(weekend) - median(weekday) = -8
+    out, shifted = day_type_errors(e, wk, False)
+    assert shifted and np.all(out == 5.0)
+    out, shifted = day_type_errors(e[:40], wk[:40], True)  # 10 weekend errors: less than a day, unchanged
+    assert not shifted and np.array_equal(out, e[:40])
+
+
+def test_a_forecast_that_misses_the_weekend_is_calibrated_by_day_type():
+    demand, fc = _weekly()
+    start, end = T0 + pd.Timedelta("14D"), demand.index[-1]
+    times = demand.index[demand.index >= start]
+    plain = calibrated_day_level(fc, demand, times, start, end, 0.4)
+    typed = calibrated_day_level(fc, demand, times, start, end, 0.4, "UTC")
+    assert typed.unshifted == 0 and plain.unshifted == len(np.unique((times - start) // pd.Timedelta("1D")))
+    weekend = times.dayofweek >= 5
+    # pooled, every day gets the week's mixed errors: weekends too high, weekdays too low; by type each day's
+    # level sits near its own demand's upper quantiles
+    peaks = demand.groupby(demand.index.floor("1h")).max().apply(np.ceil)
+    for mask in (weekend, ~weekend):
+        hours = peaks[peaks.index.isin(times[mask].floor("1h"))]
+        want = np.quantile(hours, 0.6)
+        assert abs(np.mean(typed.level[mask]) - want) < abs(np.mean(plain.level[mask]) - want)
+    assert np.mean(typed.level[weekend]) < np.mean(plain.level[weekend]) - 4.0
+    assert np.mean(typed.level[~weekend]) > np.mean(plain.level[~weekend])
+    # a pool whose demand does not depend on the day type keeps its level within noise
+    flat, ffc = _weekly(weekend_drop=0.0)
+    a = calibrated_day_level(ffc, flat, times, start, end, 0.4)
+    b = calibrated_day_level(ffc, flat, times, start, end, 0.4, "UTC")
+    assert abs(np.mean(b.level) - np.mean(a.level)) < 1.0
+
+
+def test_an_intermittent_week_is_pooled_without_the_shift():
+    demand, fc = _weekly()
+    idle = demand.where(demand.index.hour == 3, 0.0)  # demand one hour a day: an intermittent week
+    start, end = T0 + pd.Timedelta("14D"), demand.index[-1]
+    times = demand.index[demand.index >= start]
+    typed = calibrated_day_level(fc, idle, times, start, end, 0.4, "UTC")
+    plain = calibrated_day_level(fc, idle, times, start, end, 0.4)
+    assert typed.unshifted == plain.unshifted > 0
+    assert np.array_equal(typed.level, plain.level)
