@@ -28,24 +28,19 @@ by safety alone. (Training pools keep their tie-break, :func:`optimizer.search.p
 and exported as the policy that expresses it (:mod:`optimizer.expressed`), so the manifests replay to
 the recommended figures; a rival with no expression leaves the searched policy in the exports (a note).
 
-**Refinement.** The search starts from the best policy of a deterministic
-scan of the cost-optimal layers (:func:`optimizer.search.grid_scan`; for
-inference services without a grid, the best of the anchors);
-``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered
-the tuning objective below it, and it is kept only above :data:`REFINE_MIN`
-(3 %) of it, and never on a tuning window shorter than a day
-(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note
-says so). For the same reason an inference service with such a tuning window is
-searched in the HPA family only: the ``lookahead`` family (:mod:`optimizer.lookahead`)
-learns its headroom from the service's own errors, and on the 20-minute window of
-``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the
-reactive peer on the evaluation window (a note says so). The scan picks its policy by the worst objective of it and its grid
-neighbours, so the refinement's point is judged the same way before it may
-replace it (:func:`optimizer.search.neighbour_objective`;
-``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``,
-also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
-slightly different forecast or seed would push off, does not displace a policy
-in a flat region. Without this, which seed found such a ridge decided the plan.
+**Refinement.** The search starts from the best policy of a deterministic scan of the cost-optimal layers
+(:func:`optimizer.search.grid_scan`; for inference services without a grid, the best of the anchors);
+``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered the tuning objective below it, and it
+is kept only above :data:`REFINE_MIN` (3 %) of it, and never on a tuning window shorter than a day
+(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note says so). For the same reason an
+inference service with such a tuning window is searched in the HPA family only: the ``lookahead`` family
+(:mod:`optimizer.lookahead`) learns its headroom from the service's own errors, and on the 20-minute window of
+``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the reactive peer on the evaluation
+window (a note says so). The scan picks its policy by the worst objective of it and its grid neighbours, so the
+refinement's point is judged the same way before it may replace it (:func:`optimizer.search.neighbour_objective`;
+``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``, also by at least
+:data:`REFINE_MIN`): a point on a narrow ridge, which a slightly different forecast or seed would push off, does not
+displace a policy in a flat region. Without this, which seed found such a ridge decided the plan.
 **Incumbent.** A training pool's searched policy is recommended only when it beats the calibrated
 rule of :mod:`optimizer.incumbent` on the tuning window by more than the days' noise (setting
 ``plan.training_incumbent``); the rivals are then judged against the policy kept, by the same paired
@@ -53,14 +48,10 @@ test of daily objectives (:func:`optimizer.objective.daily_objectives`, at the p
 A calibrated top-up carries the margin of the last replayed hour, and a calibrated daily rule
 the errors of the evaluation window's last 7 days, for the plan (:func:`optimizer.calibrated_day.with_plan_terms`).
 
-**One scenario for every run seed.** Spot interruptions are random draws (:func:`optimizer.replay.spot_losses`),
-and every replay that is scored, on the tuning window and on the evaluation window, draws them from the same
-stream, :data:`SCENARIO_STREAM`, whatever the run's seed: the seed belongs to the planner (the LSTM's initial
-weights, Prophet's samples, the Gaussian-process search), the interruptions to the world it is judged in
-(common random numbers, e.g. Law, *Simulation Modeling and Analysis*, 5th ed., 2015, section 11.2). So two
-seeds that reach the same policy report the same figures, and a difference between two seeds' figures is a
-difference between their plans. Drawn with the run's seed, the evaluation moved a 300-USD pool's week by
-3 % across seeds 0-4 with the same policy (``train/vcJkd``, benchmarks/RESULTS.md, ``capacity-sets``).
+**One scenario for every run seed.** Every scored replay, tuning and evaluation, draws its spot interruptions
+(:func:`optimizer.replay.spot_losses`) from :data:`SCENARIO_STREAM`, whatever the run's seed (common random
+numbers, Law, *Simulation Modeling and Analysis*, 5th ed., 2015, 11.2): the seed moves the planner, not the
+world it is judged in, so two seeds that reach the same policy report the same figures.
 """
 
 from __future__ import annotations
