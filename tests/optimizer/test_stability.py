@@ -59,6 +59,13 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
     costs = np.array([o.recommended.cost_usd for o in out])
     med = np.median(costs)
     assert np.all(np.abs(costs - med) <= 0.03 * med), costs
+    # one interruption scenario for every seed (optimizer.tuning.SCENARIO_STREAM): the baseline, which no seed
+    # sizes, scores the same on every seed, and so does every recommendation the seeds agree on
+    assert len({(o.baseline.cost_usd, o.baseline.coverage) for o in out}) == 1
+    for o in out:
+        if o.params == out[0].params:
+            assert (o.recommended.cost_usd, o.recommended.coverage) == (out[0].recommended.cost_usd,
+                                                                          out[0].recommended.coverage)
     for o in out:  # report.json's day-by-day totals are the ones the decisions followed (optimizer.incumbent)
         dd = o.tuning["day_by_day"]
         assert o.tuning["incumbent_kept"] == (dd["searched"] >= dd["rule"] - dd["margin"])
