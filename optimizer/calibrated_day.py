@@ -41,9 +41,9 @@ category on its own), enough for a median. A type with fewer than :data:`MIN_ERR
 window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
 (:func:`optimizer.intermittent.is_intermittent`: most of its steps idle). There most errors are those of
 idle hours, and the medians say where one week's bursts fell, not how the week runs; on the sample's
-nearly idle ``train/vcdI0`` the shift doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the
-day type has medians within noise of each other, and its level moves within that noise
-(``tests/optimizer/test_calibrated_day.py``).
+nearly idle ``train/vcdI0`` the shift doubled the first days' levels for bursts that did not come back.
+A pool whose demand does not depend on the day type has medians within noise of each other, and its
+level moves within that noise (``tests/optimizer/test_calibrated_day.py``).
 
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
 rule holds at any pool size.
@@ -159,19 +159,19 @@ def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.D
     weekend = weekend_days(day_starts, timezone) if timezone else None
     hour_type = np.repeat(weekend, 24) if weekend is not None else None
 
-    def pooled(lo: int, hi: int, day_start: pd.Timestamp) -> tuple[np.ndarray, bool]:
+    def pooled(lo: int, hi: int, day_start: pd.Timestamp, is_weekend) -> tuple[np.ndarray, bool]:
         past = err[max(0, lo):max(0, hi)]
-        if hour_type is None or is_intermittent(actual[(actual.index >= day_start - WINDOW)
-                                                      & (actual.index < day_start - HOUR)].to_numpy()):
+        if weekend is None or is_intermittent(actual[(actual.index >= day_start - WINDOW)
+                                                     & (actual.index < day_start - HOUR)].to_numpy()):
             return past, False
-        return day_type_errors(past, hour_type[max(0, lo):max(0, hi)],
-                               bool(weekend_days(pd.DatetimeIndex([day_start]), timezone)[0]))
+        return day_type_errors(past, hour_type[max(0, lo):max(0, hi)], bool(is_weekend))
 
     n_win = int(WINDOW / HOUR)
     levels = np.full(len(day_starts), np.nan)
     fell_back = unshifted = 0
     for i in range(n_back, len(day_starts)):
-        past, shifted = pooled(24 * i - n_win, 24 * i - 1, day_starts[i])  # hours ended at least one hour before the day
+        # the hours that ended at least one hour before the day
+        past, shifted = pooled(24 * i - n_win, 24 * i - 1, day_starts[i], weekend is not None and weekend[i])
         if np.isfinite(past).sum() >= MIN_ERRORS:
             levels[i] = pooled_level(p50[i], past, share)
             unshifted += not shifted
@@ -180,7 +180,9 @@ def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.D
             fell_back += 1
     idx = day_starts.searchsorted(times, side="right") - 1
     nxt = int((pd.Timestamp(end) - day_starts[0]) // HOUR) + 1  # the hour after the window's last step's
-    nxt_errors = pooled(nxt - n_win, nxt - 1, day_starts[0] + nxt * HOUR)[0]  # the plan's day begins at that hour
+    nxt_start = day_starts[0] + nxt * HOUR  # the plan's next day begins at that hour
+    nxt_weekend = weekend is not None and weekend_days(pd.DatetimeIndex([nxt_start]), timezone)[0]
+    nxt_errors = pooled(nxt - n_win, nxt - 1, nxt_start, nxt_weekend)[0]
     return DayLevels(levels[idx], fell_back, nxt_errors, unshifted)
 
 
@@ -220,6 +222,6 @@ def with_plan_terms(params, inp):
     return params
 
 
-__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "DayLevels", "calibrated_day_level", "day_hour_maxima", "day_type_errors",
-           "weekend_days",
-           "next_day_errors", "plan_level", "with_plan_terms", "pooled_level"]
+__all__ = ["FALLBACK", "MIN_ERRORS", "WINDOW", "DayLevels", "calibrated_day_level", "day_hour_maxima",
+           "day_type_errors", "weekend_days", "next_day_errors", "plan_level", "with_plan_terms",
+           "pooled_level"]
