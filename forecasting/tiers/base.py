@@ -129,6 +129,10 @@ class Forecaster(ABC):
         or one global model for all (``False``: the daily LSTM).
     arch: what a saved model was built as (architecture and target); a saved
         model of another ``arch`` is refused by :meth:`load`.
+    fit_options: the attributes besides the data that decide what :meth:`fit`
+        learns (e.g. the LSTM's ``seed`` and ``epochs``); :meth:`save` records
+        them (:meth:`fitted_with`) and :meth:`load` refuses a model fitted with
+        other values, so a changed option or run seed takes effect at once.
     """
 
     name: ClassVar[str] = "base"
@@ -139,6 +143,7 @@ class Forecaster(ABC):
     per_series: ClassVar[bool] = True
     settings: ClassVar[type[TierSettings]] = TierSettings
     arch: ClassVar[str] = ""
+    fit_options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, seed: int = 0, **options):
         self.seed = seed
@@ -204,7 +209,8 @@ class Forecaster(ABC):
                for s, (a, b) in self.data_range.items() if s in sids}
         self._write_files(d, sids)
         doc = {"tier": self.name, "arch": self.arch, "format": SAVE_FORMAT, "series": sids, "data_range": rng,
-               "versions": library_versions(SAVED_LIBS), "scores": self.scores, "state": self._state(sids)}
+               "fitted_with": self.fitted_with(), "versions": library_versions(SAVED_LIBS), "scores": self.scores,
+               "state": self._state(sids)}
         path = d / "forecaster.json"
         path.write_text(json.dumps(doc, indent=1, default=str))
         return path
@@ -216,7 +222,8 @@ class Forecaster(ABC):
         Raises
         ------
         ModelFileError: missing or unreadable files, or a model saved by another tier,
-            ``arch`` or save format.
+            ``arch`` or save format, or fitted with other :attr:`fit_options` values
+            (a file saved before they were recorded counts as other values).
         """
         d = Path(directory)
         try:
@@ -227,6 +234,11 @@ class Forecaster(ABC):
         got = (doc.get("tier"), doc.get("arch"), doc.get("format"))
         if got != want:
             raise ModelFileError(f"{d}: saved as tier/arch/format {got}, this is {want}")
+        saved, now = doc.get("fitted_with"), self.fitted_with()
+        if saved != now:
+            diff = ", ".join(f"{k} {(saved or {}).get(k, 'unrecorded')!r} (now {v!r})" for k, v in now.items()
+                             if (saved or {}).get(k, object()) != v)
+            raise ModelFileError(f"{d}: fitted with other options: {diff or repr(saved)}")
         try:
             self._restore(doc["state"], d)
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
@@ -235,6 +247,11 @@ class Forecaster(ABC):
             self.data_range[s] = (pd.Timestamp(a), pd.Timestamp(b))
         self.scores = doc.get("scores", {})
         return self
+
+    def fitted_with(self) -> dict[str, Any]:
+        """The values of :attr:`fit_options` (attribute name -> value, as JSON reads them back:
+        tuples become lists), which :meth:`save` records and :meth:`load` compares."""
+        return json.loads(json.dumps({k: getattr(self, k) for k in self.fit_options}, default=str))
 
     def _note_range(self, history: pd.DataFrame) -> None:
         """Record each series' fitted data range (non-missing rows) for :meth:`save`."""

@@ -200,6 +200,7 @@ class DailyLSTM(Forecaster):
     per_series = False  # one global model
     settings = LSTMSettings
     arch = f"{ARCH}/{TARGET}"
+    fit_options = ("seed", "epochs", "units", "batch_size", "max_windows", "patience", "members")
 
     def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
                  max_windows: int = 2000, patience: int = 3, members: int = 5, **options):
@@ -364,10 +365,10 @@ class DailyLSTM(Forecaster):
 
     def _restore(self, state: dict, directory) -> None:
         """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
-        Nothing changes on this forecaster unless everything loads. A model built with other
-        ``units`` or ``members`` than this forecaster's is refused (ValueError, which
-        :meth:`Forecaster.load` reports as a ModelFileError and the caller refits), so a
-        changed ``forecast.lstm_units``/``lstm_members`` takes effect at once."""
+        Nothing changes on this forecaster unless everything loads. A model fitted with other
+        options or another seed (:attr:`fit_options`) is refused before this, by
+        :meth:`Forecaster.load`; a state whose ``units`` or ``members`` disagree with the
+        forecaster's raises ValueError all the same (the network would not match)."""
         shrink = np.asarray(state["shrink"], dtype="float64")
         if shrink.shape != (HORIZON, 2):
             raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")

@@ -188,6 +188,7 @@ class HourlyETS(Forecaster):
     min_history = 36  # 3 hours
     refit_every = "7D"  # backtests: parameters re-estimated weekly, state updated at every origin
     arch = "ets-changes-or-level"
+    fit_options = ("fit_window",)
 
     def __init__(self, seed: int = 0, fit_window: int = 864, **options):
         super().__init__(seed=seed, **options)

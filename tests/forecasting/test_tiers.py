@@ -297,9 +297,18 @@ def test_save_load_round_trip(tier, tmp_path):
     assert m2.fitted_series() == ["p"] and m2.data_range == m.data_range
     a, b = m.predict(h), m2.predict(h)
     assert np.allclose(a[list(QCOLS)].to_numpy(), b[list(QCOLS)].to_numpy(), rtol=1e-6)
-    if tier == "daily":  # a model built with other network options is refused, so the configured ones apply
-        with pytest.raises(ModelFileError, match="units/members"):
-            make(tier, seed=4, **{**opts, "members": 2}).load(tmp_path / "v1")
+    # a model fitted with another option or run seed is refused, so the configured ones apply (the caller refits)
+    changed = {"daily": ("members", 2), "weekly": ("holdout", False), "hourly": ("fit_window", 500)}[tier]
+    with pytest.raises(ModelFileError, match=f"other options: {changed[0]} "):
+        make(tier, seed=4, **{**opts, changed[0]: changed[1]}).load(tmp_path / "v1")
+    if tier != "hourly":  # the ETS fit draws nothing; the LSTM's weights and Prophet's samples do
+        with pytest.raises(ModelFileError, match="seed 4 \\(now 5\\)"):
+            make(tier, seed=5, **opts).load(tmp_path / "v1")
+    unrecorded = json.loads(path.read_text())
+    del unrecorded["fitted_with"]  # saved before the options were recorded: refitted once
+    path.write_text(json.dumps(unrecorded))
+    with pytest.raises(ModelFileError, match="unrecorded"):
+        make(tier, seed=4, **opts).load(tmp_path / "v1")
     # a model saved by another tier, or a broken file, is refused with a reason (the caller refits)
     other = "weekly" if tier != "weekly" else "hourly"
     with pytest.raises(ModelFileError, match="tier/arch/format"):
@@ -322,9 +331,13 @@ def test_fit_final_reuses_fresh_models_and_refits_broken_ones(tier, tmp_path):
     m2, log2 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
     assert log2["reused"] == ["p"] and log2["fitted"] == [] and log2["versions"] == log1["versions"]
     assert np.allclose(m1.predict(h)[list(QCOLS)].to_numpy(), m2.predict(h)[list(QCOLS)].to_numpy(), rtol=1e-6)
+    # another run seed (capplan plan --seed 2) refits instead of reusing seed 1's model, and says so
+    _, log_s = fit_final(tier, make(tier, seed=2, **opts), h, META, reg)
+    assert log_s["fitted"] == ["p"] and log_s["reused"] == []
+    assert any("fitted with other options: seed 1 (now 2)" in w for w in reg.warnings)
     for f in (tmp_path / "models" / tier).rglob("forecaster.json"):
         f.write_text("{broken")
-    _, log3 = fit_final(tier, make(tier, seed=1, **opts), h, META, reg)
+    _, log3 = fit_final(tier, make(tier, seed=2, **opts), h, META, reg)
     assert log3["fitted"] == ["p"] and any("could not be loaded" in w for w in reg.warnings)
 
 
