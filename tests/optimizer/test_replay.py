@@ -142,7 +142,7 @@ def test_future_demand_does_not_change_past_decisions():
     h5b.loc[h5b["timestamp"] > T, "value"] *= 10
     om = {"train/vcJLV": origins(w, "4h")}
     for model in ("hourly", "naive", "daily"):
-        opts = {"epochs": 1, "max_windows": 200} if model == "daily" else {}
+        opts = {"epochs": 1, "max_windows": 200, "members": 1} if model == "daily" else {}
         a, _, _ = rolling_forecasts(model, h5, to_hourly(h5), {}, om, 0, opts)
         b, _, _ = rolling_forecasts(model, h5b, to_hourly(h5b), {}, om, 0, opts)
         a, b = a[a["issued_at"] <= T].reset_index(drop=True), b[b["issued_at"] <= T].reset_index(drop=True)
