@@ -29,6 +29,7 @@ from capplan.risk import risk_warnings
 from capplan.summary import FleetSummary, ordered
 from forecasting.registry import library_versions
 from forecasting.types import STEP
+from optimizer.incumbent import recommended_name
 from optimizer.oracle import regret
 from optimizer.tuning import policy_warnings
 
@@ -179,6 +180,9 @@ class SeriesReport(_Model):
     random_search: PolicyMetrics | None = None
     recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
                                     "on the tuning window (optimizer.tuning)")
+    recommendation: str | None = Field(default=None, description="what is recommended, as tables name it: rule (the "
+                                       "calibrated rule the search did not beat, optimizer.incumbent), searched, "
+                                       "the baseline or a peer (None: a report written before this field)")
     searched: PolicyMetrics | None = Field(default=None, description="the searched policy and its parameters, kept "
                                            "when a baseline/peer is recommended instead (the exported "
                                            "form of that one is in recommended.params)")
@@ -335,7 +339,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             baseline=PolicyMetrics.of(oc.baseline, oracle),
             recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended, oracle).model_dump(), params=oc.params),
             random_search=PolicyMetrics.of(oc.random, oracle),
-            recommended_policy=oc.recommended_policy,
+            recommended_policy=oc.recommended_policy, recommendation=recommended_name(oc.recommended_policy, oc.tuning),
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from capplan.peer_params import policy_parameters
+from optimizer.incumbent import recommended_name
 from dashboards import common as c
 from dashboards import notes as nt
 
@@ -43,9 +44,10 @@ st.caption("Regret = policy cost / the cheapest capacity that meets demand in ev
 reg = []
 for sid_, s_ in sorted(series.items()):
     pols = {"recommended": s_.recommended, "baseline": s_.baseline, **s_.peers}
+    shown_ = recommended_name(s_.recommended_policy, s_.tuning)
     for name, m in pols.items():
-        reg.append({"series": sid_, "policy": name + (f" ({s_.recommended_policy})" if name == "recommended"
-                                                      and s_.recommended_policy != "searched" else ""),
+        reg.append({"series": sid_, "policy": name + (f" ({shown_})" if name == "recommended"
+                                                      and shown_ != "searched" else ""),
                     "regret": m.regret, "cost (USD)": round(m.cost_usd),
                     "coverage": c.pct(m.coverage), "idle ratio": c.pct(m.idle_ratio),
                     "oracle (USD)": round(s_.oracle.cost_usd) if s_.oracle else None})
@@ -61,7 +63,8 @@ raw = c.raw_report(*ctx.key)
 raw_s = raw["series"].get(sid, {})
 r, b = s.recommended, s.baseline
 chosen = s.recommended_policy
-st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(chosen)}**"
+shown = recommended_name(chosen, s.tuning)  # "rule" when the tuning kept the calibrated rule
+st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(shown)}**"
             + ("" if chosen == "searched" else " (it beat the searched policy, shown apart below)"))
 
 sn = nt.series_notes(nt.run_notes(raw), sid)
@@ -86,7 +89,12 @@ def figures(m) -> pd.DataFrame:
 
 left, right = st.columns(2)
 with left:
-    if chosen == "searched":
+    if shown == "rule":
+        st.markdown("**Recommended: the calibrated rule** (optimizer.incumbent: the day on spot at the calibrated "
+                    "level, the adaptive a95 top-up, no headroom; the searched policy did not beat it on the tuning "
+                    "window by more than the days' noise). Its parameters and figures:")
+        st.json(r.params, expanded=True)
+    elif chosen == "searched":
         st.markdown("**Recommended: the searched policy** (tuned parameters and their figures)")
         st.json(r.params, expanded=True)
     else:

@@ -56,7 +56,8 @@ def _band(mase, n=48) -> dict:
     return {"mase": mase, "smape": 10.0, "pinball": 0.5, "coverage_p95": 0.9, "n": n}
 
 
-def _series(kind, rec, base, warnings=(), fallbacks=(), policy="searched", searched=None, peers=None) -> dict:
+def _series(kind, rec, base, warnings=(), fallbacks=(), policy="searched", searched=None, peers=None,
+            tuning=None) -> dict:
     win = ("2026-01-01T00:00:00+00:00", "2026-01-07T23:00:00+00:00")
     if kind == "training":
         plan = {"reserved_gpus": 8, "on_demand_gpus": 0, "spot_gpus": 4, "capability_gpus": 16, "deserved_gpus": 10,
@@ -76,7 +77,7 @@ def _series(kind, rec, base, warnings=(), fallbacks=(), policy="searched", searc
                                                                    "7d": _band(1.1), "all": _band(1.0)}}},
             "plan": plan, "fallbacks": list(fallbacks), "warnings": list(warnings),
             "combination": {"method": "exponentially weighted losses", "members": MEMBERS},
-            "tuning": {}, "reused": {}}
+            "tuning": dict(tuning or {}), "reused": {}}
 
 
 def synthetic_report() -> dict:
@@ -88,7 +89,8 @@ def synthetic_report() -> dict:
                              _m(4100.0, 0.99), warnings=[QUOTA], fallbacks=[SHARED, TUNING]),
         "train/vcB": _series("training", _m(1234567.0, 0.97, mix=mix_b, params={"reservation_ratio": 0.0,
                                                                                  "spot_fraction": 1.0}),
-                             _m(1500000.0, 0.98), warnings=[DATA], fallbacks=[SHARED]),
+                             _m(1500000.0, 0.98), warnings=[DATA], fallbacks=[SHARED],
+                             tuning={"incumbent_kept": True}),  # the calibrated rule kept against the search
         "infer/chat": _series("inference", _m(14.17, 1.0, idle=0.32, regret=1.43,
                                               mix={"reserved": (0.0, 0.0), "spot": (0.0, 0.0),
                                                    "on_demand": (42.5, 14.17)},
@@ -243,6 +245,9 @@ def test_plan_page_shows_each_series_notes_and_peer_figures(synth):
         assert fig.index[0] == f"${s['recommended']['cost_usd']:,.0f}"  # the recommended policy's own figures
         if s["recommended_policy"] == "searched":
             assert params == s["recommended"]["params"]
+            rule = s["tuning"].get("incumbent_kept", False)  # named as the rule it is, not as the search
+            assert (f"recommended policy **{'rule' if rule else 'searched'}**" in body
+                    and ("Recommended: the calibrated rule" in body) == rule), sid
         else:  # the peer's parameters beside the peer's figures; the searched policy apart with its own
             assert params == policy_parameters(s["recommended_policy"])
             assert "searched" not in json.dumps(params) and params.get("family") is None
