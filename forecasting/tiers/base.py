@@ -236,9 +236,10 @@ class Forecaster(ABC):
             raise ModelFileError(f"{d}: saved as tier/arch/format {got}, this is {want}")
         saved, now = doc.get("fitted_with"), self.fitted_with()
         if saved != now:
-            diff = ", ".join(f"{k} {(saved or {}).get(k, 'unrecorded')!r} (now {v!r})" for k, v in now.items()
-                             if (saved or {}).get(k, object()) != v)
-            raise ModelFileError(f"{d}: fitted with other options: {diff or repr(saved)}")
+            known = saved if isinstance(saved, dict) else {}  # absent (an older file) or not a mapping
+            diff = ", ".join(f"{k} {known.get(k, 'unrecorded')!r} (now {v!r})" for k, v in now.items()
+                             if known.get(k, object()) != v)
+            raise ModelFileError(f"{d}: fitted with other options: {diff or repr(saved)[:200]}")
         try:
             self._restore(doc["state"], d)
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:

@@ -309,6 +309,9 @@ def test_save_load_round_trip(tier, tmp_path):
     path.write_text(json.dumps(unrecorded))
     with pytest.raises(ModelFileError, match="unrecorded"):
         make(tier, seed=4, **opts).load(tmp_path / "v1")
+    path.write_text(json.dumps({**unrecorded, "fitted_with": ["not", "a", "mapping"]}))  # a damaged record
+    with pytest.raises(ModelFileError, match="unrecorded"):
+        make(tier, seed=4, **opts).load(tmp_path / "v1")
     # a model saved by another tier, or a broken file, is refused with a reason (the caller refits)
     other = "weekly" if tier != "weekly" else "hourly"
     with pytest.raises(ModelFileError, match="tier/arch/format"):
