@@ -205,8 +205,8 @@ def week_one(item: WeekTask) -> dict:
     """Tune, replay and rank one walk-forward step (module docstring): the week's document
     ``{"week", "start", "end", "tuning", "recommended_policy" (``rule`` when the tuning kept the calibrated
     rule, else ``searched``, the baseline or a peer: :func:`optimizer.incumbent.recommended_name`), "params"
-    (the searched policy, as tuned), "limit_usd", "policies": {name: figures}, "rank", "notes"}``; ``week`` counts the
-    series' complete weeks from 1, ``start``/``end`` (exclusive) are UTC ISO 8601."""
+    (the searched policy, as tuned), "limit_usd", "policies": {name: figures}, "rank", "notes"}``; ``week``
+    counts the series' complete weeks from 1, ``start``/``end`` (exclusive) are UTC ISO 8601."""
     task = item.task()
     tuned = tune_policy(task)
     oc = evaluate_policy(task, tuned)
@@ -216,7 +216,8 @@ def week_one(item: WeekTask) -> dict:
         pol["searched"] = oc.searched
     return {"week": item.k + 1, "start": item.week[0].isoformat(), "end": item.week[1].isoformat(),
             "tuning": [item.tune[0].isoformat(), item.tune[1].isoformat()],
-            "recommended_policy": recommended_name(oc.recommended_policy, oc.tuning), "params": tuned.params, "limit_usd": limit,
+            "recommended_policy": recommended_name(oc.recommended_policy, oc.tuning), "params": tuned.params,
+            "limit_usd": limit,
             "policies": {n: _figures(m, limit) for n, m in pol.items()},
             "rank": rank_of_recommended(task, tuned, oc.baseline, oc.peers or {}), "notes": list(oc.notes)}
 

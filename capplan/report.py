@@ -21,7 +21,7 @@ import platform
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from capplan import jsonout
 from capplan.errors import InputError
@@ -180,34 +180,36 @@ class SeriesReport(_Model):
     random_search: PolicyMetrics | None = None
     recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
                                     "on the tuning window (optimizer.tuning)")
-    recommendation: str | None = Field(default=None, description="what is recommended, as tables name it: rule (the "
-                                       "calibrated rule the search did not beat, optimizer.incumbent), searched, "
-                                       "the baseline or a peer (None: a report written before this field)")
+    recommendation: str | None = Field(default=None, description="as tables name it: rule (the calibrated rule the "
+                                       "search did not beat), searched, the baseline or a peer (derived)")
     searched: PolicyMetrics | None = Field(default=None, description="the searched policy and its parameters, kept "
-                                           "when a baseline/peer is recommended instead (the exported "
-                                           "form of that one is in recommended.params)")
+                                           "when a baseline/peer is recommended instead (its exported form is in "
+                                           "recommended.params)")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.peers)")
     oracle: OracleFigures | None = None
-    quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's "
-                                       "quota: the quota to ask for and the figures held to the quota (the "
-                                       "recommended figures are uncapped)")
+    quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's quota: "
+                                       "the quota to ask for and the figures held to it (recommended is uncapped)")
     tuning: dict[str, Any] = Field(default_factory=dict, description="objectives on the tuning window (USD); "
                                    "beside the calibrated rule, day_by_day: the daily objectives totalled that "
                                    "decided (rule, searched, baseline, peers; margin, rival_margin; target)")
     backtest: dict[str, ModelScores] = Field(default_factory=dict)
-    plan: TrainingPlan | InferencePlan = Field(description="capacity per lead time (optimizer.plan): a "
-                                               "training pool's or an inference service's")
+    plan: TrainingPlan | InferencePlan = Field(description="capacity per lead time (optimizer.plan)")
     fallbacks: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
     reused: dict[str, Any] = Field(default_factory=dict, description="what this run took from the store's cache "
                                    "(capplan.cache) instead of computing: rolling -> model -> refit blocks reused / "
-                                   "computed / computed with their stored fit (fit_reused); search -> reused | tuning_reused | computed (a reused search is the "
-                                   "stored outcome of an identical task: same data, forecasts, settings, seed and code; "
-                                   "tuning_reused: the stored tuned policy of an identical tuning window, replayed on "
-                                   "the new evaluation window). Empty without "
-                                   "a store")
+                                   "computed / computed with their stored fit (fit_reused); search -> reused | "
+                                   "tuning_reused | computed (a reused search is the stored outcome of an identical "
+                                   "task: same data, forecasts, settings, seed and code; tuning_reused: the stored "
+                                   "tuned policy of an identical tuning window, replayed on the new evaluation "
+                                   "window). Empty without a store")
 
+    @model_validator(mode="after")
+    def _name_the_recommendation(self) -> "SeriesReport":
+        """``recommendation`` from ``recommended_policy`` and ``tuning`` (also for reports written before it)."""
+        self.recommendation = self.recommendation or recommended_name(self.recommended_policy, self.tuning)
+        return self
 
     def policies(self) -> dict[str, PolicyMetrics]:
         """``policy name -> metrics`` on the evaluation window, recommended and baseline first
@@ -339,7 +341,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             baseline=PolicyMetrics.of(oc.baseline, oracle),
             recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended, oracle).model_dump(), params=oc.params),
             random_search=PolicyMetrics.of(oc.random, oracle),
-            recommended_policy=oc.recommended_policy, recommendation=recommended_name(oc.recommended_policy, oc.tuning),
+            recommended_policy=oc.recommended_policy,
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,

@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from capplan.peer_params import policy_parameters
-from optimizer.incumbent import recommended_name
 from dashboards import common as c
 from dashboards import notes as nt
 
@@ -44,10 +43,9 @@ st.caption("Regret = policy cost / the cheapest capacity that meets demand in ev
 reg = []
 for sid_, s_ in sorted(series.items()):
     pols = {"recommended": s_.recommended, "baseline": s_.baseline, **s_.peers}
-    shown_ = recommended_name(s_.recommended_policy, s_.tuning)
     for name, m in pols.items():
-        reg.append({"series": sid_, "policy": name + (f" ({shown_})" if name == "recommended"
-                                                      and shown_ != "searched" else ""),
+        reg.append({"series": sid_, "policy": name + (f" ({s_.recommendation})" if name == "recommended"
+                                                      and s_.recommendation != "searched" else ""),
                     "regret": m.regret, "cost (USD)": round(m.cost_usd),
                     "coverage": c.pct(m.coverage), "idle ratio": c.pct(m.idle_ratio),
                     "oracle (USD)": round(s_.oracle.cost_usd) if s_.oracle else None})
@@ -63,7 +61,7 @@ raw = c.raw_report(*ctx.key)
 raw_s = raw["series"].get(sid, {})
 r, b = s.recommended, s.baseline
 chosen = s.recommended_policy
-shown = recommended_name(chosen, s.tuning)  # "rule" when the tuning kept the calibrated rule
+shown = s.recommendation  # "rule" when the tuning kept the calibrated rule
 st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(shown)}**"
             + ("" if chosen == "searched" else " (it beat the searched policy, shown apart below)"))
 

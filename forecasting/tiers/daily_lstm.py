@@ -357,7 +357,7 @@ class DailyLSTM(Forecaster):
 
     def _state(self, series: list[str]) -> dict:
         return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
-                "has_model": self.model is not None, "units": self.units, "members": self.members}
+                "has_model": self.model is not None}
 
     def _write_files(self, directory, series) -> None:
         if self.model is not None:
@@ -366,16 +366,12 @@ class DailyLSTM(Forecaster):
     def _restore(self, state: dict, directory) -> None:
         """Load ``model.keras`` in Keras' safe mode (known custom objects only, no bytecode).
         Nothing changes on this forecaster unless everything loads. A model fitted with other
-        options or another seed (:attr:`fit_options`) is refused before this, by
-        :meth:`Forecaster.load`; a state whose ``units`` or ``members`` disagree with the
-        forecaster's raises ValueError all the same (the network would not match)."""
+        options (``units``, ``members``, ``epochs`` ...) or another seed is refused before this,
+        by :meth:`Forecaster.load` (:attr:`fit_options`)."""
         shrink = np.asarray(state["shrink"], dtype="float64")
         if shrink.shape != (HORIZON, 2):
             raise ValueError(f"shrink has shape {shrink.shape}, expected ({HORIZON}, 2)")
         tz, trained = dict(state["tz"]), list(state["trained"])
-        saved = (int(state["units"]), int(state["members"]))
-        if saved != (self.units, self.members):
-            raise ValueError(f"saved with units/members {saved}, configured ({self.units}, {self.members})")
         model = None
         if state["has_model"]:
             _, keras = _tf()

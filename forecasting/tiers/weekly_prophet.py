@@ -97,7 +97,8 @@ class WeeklyProphet(Forecaster):
     refit_every = "7D"
     arch = "prophet-local-ds-mean-anchored"
     settings = WeeklyProphetSettings
-    fit_options = ("seed", "events", "calendar", "anchor", "growth", "seasonality_mode", "holdout", "uncertainty_samples")
+    fit_options = ("seed", "events", "calendar", "anchor", "growth", "seasonality_mode", "holdout",
+                   "uncertainty_samples")
 
     def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
                  calendar: bool = True, anchor: bool = True, growth: str = "flat",
