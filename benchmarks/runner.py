@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "tier-accuracy": ("tier_accuracy", "each tier against its reference on its own horizon, from a backtest JSON"),
     "persistence": ("persistence_bound", "how far any forecast can beat the last value at 1 h: unchanged share, "
                     "hindsight and causal bounds"),
+    "fresh-hour": ("fresh_hour", "the top-up's fresh forecast of the next hour against the latest forecast's "
+                   "shifted rows for it (MAE of the hour maximum)"),
     "rescore": ("rescore", "the combination and calibration re-scored on saved member forecasts"),
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "

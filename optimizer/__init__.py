@@ -6,8 +6,8 @@ tuning (:mod:`optimizer.tuning`) with its settings (:mod:`optimizer.search_setti
 plan arithmetic (:mod:`optimizer.plan`), the policy model and the manifest
 writers (:mod:`optimizer.exporters`), the perfect-foresight limit
 (:mod:`optimizer.oracle`), the peer policies (:mod:`optimizer.peers`), the
-newsvendor layers (:mod:`optimizer.layers`) and the hourly level update of the
-top-up's forecasts (:mod:`optimizer.refresh`).
+newsvendor layers (:mod:`optimizer.layers`) and the top-up's fresh forecast of the
+next hour (:mod:`optimizer.refresh`).
 
 May import :mod:`forecasting`'s types; never imports :mod:`capplan`
 (``capplan.config`` subclasses the settings models defined here).

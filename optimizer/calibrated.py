@@ -4,7 +4,7 @@ The hourly on-demand top-up of a training pool (:mod:`optimizer.replay`) can
 size itself from a fixed forecast quantile (``p90`` ...) times a headroom. Those
 quantiles are only as well calibrated as the forecast, and a headroom tuned on
 one week carries that week's error to the next. The calibrated choice instead
-adds to the level-updated p50 hour maximum (:func:`optimizer.refresh.refreshed_hour_max`)
+adds to the fresh p50 hour maximum (:func:`optimizer.refresh.refreshed_hour_max`)
 the empirical ``level`` quantile of that forecast's recent errors:
 
 * error of hour ``j`` = ``ceil(max demand of hour j) - fresh p50 max of hour j`` (GPUs);

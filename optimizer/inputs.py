@@ -10,9 +10,9 @@ through. Decision inputs come only from forecasts issued before each decision
   (:func:`optimizer.replay.period_lookup`), per day the newsvendor level
   (:func:`optimizer.layers.period_level_lookup`) and the calibrated level
   (:mod:`optimizer.calibrated_day`); the hourly top-up's maxima
-  come from the latest forecast level-updated with the newest observation
-  (:func:`optimizer.refresh.refreshed_hour_max`), as a dispatcher issuing a
-  forecast every hour would see them;
+  come from the latest forecast's first hour moved to the newest observation
+  (:func:`optimizer.refresh.refreshed_hour_max`), as the plan forecasts the
+  next hour and a dispatcher refreshing its forecast every hour would see it;
 * inference services: the latest forecast issued before each step, its
   first 12 five-minute steps (1 h, the pre-scaling horizon). The demand is
   replayed at the data's native resolution (:func:`native_grid`: 1-minute

@@ -169,7 +169,7 @@ TRAINING_GRID = {"reservation_ratio": [0.0], "quantile": ["p50", "p90", "p95", "
 # Evaluated first by both searches, so the GP-vs-random comparison stays fair. The first is the
 # cost-optimal layering before any search (optimizer.layers): no weekly reservation (with spot at
 # 0.4 and reserved at 0.6 x on-demand, optimizer.prices, reserving never pays), the day's p90
-# newsvendor level on spot, the rest bought per hour from the p90 of a level-updated forecast.
+# newsvendor level on spot, the rest bought per hour from the p90 of the fresh forecast (optimizer.refresh).
 # The second is the earlier lean policy (the day's p90 max on spot). Uniform draws over seven
 # parameters rarely land near them; the searches move away wherever the tuning window says so.
 TRAINING_ANCHORS = [
