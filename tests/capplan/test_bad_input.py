@@ -115,7 +115,10 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert code == 0, err
     s = json.loads(out)["series"]["a"]
     assert any("2 implausible value(s)" in n for n in s["fallbacks"]), s["fallbacks"]
-    assert s["warnings"][0].startswith("data: 1 value(s) above") and "row 602" in s["warnings"][0], s["warnings"]
+    # the report puts its verdicts on the evaluation window first (capplan.report); the ledger follows,
+    # the data's own warnings first: the kept spike may well make the plan dearer than the baseline
+    ledger = [w for w in s["warnings"] if not w.startswith("policy: ")]
+    assert ledger[0].startswith("data: 1 value(s) above") and "row 602" in ledger[0], s["warnings"]
     assert np.isfinite(s["recommended"]["cost_usd"])
 
 
