@@ -30,6 +30,10 @@ before ``h`` (a scrape and sync interval of slack). Where the band is persistenc
 training pool of the sample, the fresh p50 is the newest observation and each quantile keeps the
 band's calibrated width; where the hourly tier forecasts a change, the change is kept. No model is
 refitted, and nothing later than the hour's start is used.
+
+Limit: the band's widths are the hourly tier's. A spike kept as demand (:mod:`capplan.sources.implausible`
+keeps a suspect value with a warning) inflates the hourly ETS's Gaussian sigma, and with it every
+fresh quantile above p50, until the spike leaves the tier's fit window.
 """
 
 from __future__ import annotations
