@@ -31,19 +31,22 @@ only in part, so its errors have another centre on weekdays than at weekends, an
 pools them sizes every day from the mixture: the weekend too high, the weekdays too low. On the
 sample's Helios cluster summed into one pool (``benchmarks.earth_pool``) the combined p50 was 0-15 %
 under the demand on the evaluation week's weekdays and 18-28 % over it on its Saturday and Sunday.
-So with the pool's ``timezone`` (:func:`weekend_days`: a day is a weekend day when its midpoint falls
-on a Saturday or Sunday there) the errors are recentred on the day's type before they are pooled
-(:func:`day_type_errors`): each error of the other type moves by the difference of the two types'
-medians. The centre is the type's own, the spread the whole window's: a week holds only two weekend
-days, too few for the tails of a separate calibration set (Mondrian conformal prediction, Vovk,
-Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005, section 4.5, calibrates each
-category on its own), enough for a median. A type with fewer than :data:`MIN_ERRORS` errors in the
-window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
+The spread differs too: errors in GPUs grow with the level, and a weekend that runs well below
+the week misses by less. So with the pool's ``timezone`` (:func:`weekend_days`: a day is a
+weekend day when its midpoint falls on a Saturday or Sunday there) a day is calibrated on the errors
+of its own type only (:func:`day_type_errors`), Mondrian conformal prediction with the day type as
+the category (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005, section 4.5).
+A week holds two weekend days, about 47 errors: too few for a far tail, enough for the quantile the
+level takes, which sits near the centre (the spot critical ratio, 0.405 with the default book, is
+the share of pairs that reach it). On that pool the errors of the week before the evaluation week
+had interquartile ranges of 39-80 GPUs on weekdays and 18-32 at the weekend; moving the weekday
+errors onto the weekend's median kept the weekdays' spread in the weekend's set. A type with fewer
+than :data:`MIN_ERRORS` errors in the window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
 (:func:`optimizer.intermittent.is_intermittent`: most of its steps idle). There most errors are those of
-idle hours, and the medians say where one week's bursts fell, not how the week runs; on the sample's
-nearly idle ``train/vcdI0`` the shift doubled the first days' levels for bursts that did not come back.
-A pool whose demand does not depend on the day type has medians within noise of each other, and its
-level moves within that noise (``tests/optimizer/test_calibrated_day.py``).
+idle hours, and a type's errors say where one week's bursts fell, not how the week runs; on the sample's
+nearly idle ``train/vcdI0`` a day-type split doubled the first days' levels for bursts that did not come
+back. A pool whose demand does not depend on the day type calibrates each day on a smaller sample of the
+same distribution, and its level moves within that noise (``tests/optimizer/test_calibrated_day.py``).
 
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
 rule holds at any pool size.
@@ -52,7 +55,7 @@ rule holds at any pool size.
 :data:`optimizer.calibrated.MIN_ERRORS` (a day of them as they can be known) past errors uses the p90
 newsvendor level of the same forecast (:data:`optimizer.calibrated.FALLBACK`); a day with no forecast
 is NaN, which the replay fills as it fills every daily lookup. The plan's next day (:func:`plan_level`)
-uses the errors of the :data:`WINDOW` before the evaluation window's end, recentred on that day's type,
+uses the errors of the :data:`WINDOW` before the evaluation window's end, those of that day's type,
 carried in ``TrainingParams.day_errors_gpus``.
 """
 
@@ -112,32 +115,29 @@ def weekend_days(day_starts: pd.DatetimeIndex, timezone: str) -> np.ndarray:
 
 
 def day_type_errors(errors: np.ndarray, weekend: np.ndarray, target: bool) -> tuple[np.ndarray, bool]:
-    """The errors (GPUs) recentred on the day type ``target`` (True: weekend), module docstring: each error of
-    the other type moved by ``median(errors of target's type) - median(errors of the other type)``; those of
-    the target's type unchanged. ``weekend``: per error, its day's type. Returns ``(errors, shifted)``; the
-    errors unchanged and False when either type has fewer than :data:`MIN_ERRORS` finite errors."""
+    """The errors (GPUs) a day of type ``target`` (True: weekend) is calibrated on, module docstring: those of
+    its own type only. ``weekend``: per error, its day's type. Returns ``(errors, typed)``; all the errors
+    and False when either type has fewer than :data:`MIN_ERRORS` finite errors."""
     e = np.asarray(errors, float)
     g = np.asarray(weekend, bool)
     same, other = e[g == target], e[g != target]
     if np.isfinite(same).sum() < MIN_ERRORS or np.isfinite(other).sum() < MIN_ERRORS:
         return e, False
-    out = e.copy()
-    out[g != target] += np.nanmedian(same) - np.nanmedian(other)
-    return out, True
+    return same, True
 
 
 class DayLevels(NamedTuple):
     """What :func:`calibrated_day_level` returns: ``level`` per step (GPUs; NaN: no forecast for the day),
     ``fell_back`` (days of the window sized at the p90 newsvendor level, fewer than :data:`MIN_ERRORS` past
     errors), ``next_errors`` (GPUs: the errors a day starting at the hour after the window's last step's would
-    pool, recentred on its day type, what the plan's next day is sized with, :func:`plan_level`) and
-    ``unshifted`` (days of the window pooled without the day-type shift: one type had less than a day of errors,
-    the week before was intermittent, or no ``timezone`` was given)."""
+    pool, of its day type, what the plan's next day is sized with, :func:`plan_level`) and
+    ``untyped`` (days of the window calibrated on every error of the week, not their type's: one type had less
+    than a day of errors, the week before was intermittent, or no ``timezone`` was given)."""
 
     level: np.ndarray
     fell_back: int
     next_errors: np.ndarray
-    unshifted: int
+    untyped: int
 
 
 def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.DatetimeIndex,
@@ -148,8 +148,8 @@ def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.D
 
     ``forecasts``: the series' combined rolling forecasts (forecast frame); ``actual``: its demand
     indexed by timestamp (the history before ``start`` included); ``share``: the spot critical ratio;
-    ``timezone``: the pool's (IANA name), which says which days are weekend days for the day-type shift
-    (:func:`day_type_errors`); None pools the errors as they are.
+    ``timezone``: the pool's (IANA name), which says which days are weekend days for the day-type split
+    (:func:`day_type_errors`); None pools every error of the week.
     """
     n_back = int(WINDOW / pd.Timedelta("1D"))
     day_starts = pd.date_range(start - WINDOW, end, freq="1D")
@@ -168,13 +168,13 @@ def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.D
 
     n_win = int(WINDOW / HOUR)
     levels = np.full(len(day_starts), np.nan)
-    fell_back = unshifted = 0
+    fell_back = untyped = 0
     for i in range(n_back, len(day_starts)):
         # the hours that ended at least one hour before the day
-        past, shifted = pooled(24 * i - n_win, 24 * i - 1, day_starts[i], weekend is not None and weekend[i])
+        past, typed = pooled(24 * i - n_win, 24 * i - 1, day_starts[i], weekend is not None and weekend[i])
         if np.isfinite(past).sum() >= MIN_ERRORS:
             levels[i] = pooled_level(p50[i], past, share)
-            unshifted += not shifted
+            untyped += not typed
         elif np.isfinite(p90[i]).any():
             levels[i] = max(exceeded_level(p90[i], share), 0.0)
             fell_back += 1
@@ -183,7 +183,7 @@ def calibrated_day_level(forecasts: pd.DataFrame, actual: pd.Series, times: pd.D
     nxt_start = day_starts[0] + nxt * HOUR  # the plan's next day begins at that hour
     nxt_weekend = weekend is not None and weekend_days(pd.DatetimeIndex([nxt_start]), timezone)[0]
     nxt_errors = pooled(nxt - n_win, nxt - 1, nxt_start, nxt_weekend)[0]
-    return DayLevels(levels[idx], fell_back, nxt_errors, unshifted)
+    return DayLevels(levels[idx], fell_back, nxt_errors, untyped)
 
 
 def plan_level(p50_hours: np.ndarray, p90_hours: np.ndarray, errors: list[float] | None, share: float) -> float:

@@ -106,9 +106,9 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         inp.hour_max.update(calibrated)
         cal = calibrated_day_level(comb, actual, times, start, end, ratio, meta.timezone)
         inp.day_calibrated, n_days, inp.day_errors = cal.level, cal.fell_back, cal.next_errors
-        if cal.unshifted:
+        if cal.untyped:
             notes.append(f"replay: the calibrated daily level (optimizer.calibrated_day) pooled the past errors of "
-                         f"{cal.unshifted} day(s) of the window without the weekday/weekend shift: one day type had "
+                         f"{cal.untyped} day(s) of the window without the weekday/weekend split: one day type had "
                          "less than a day of errors in the week before, or that week's demand was intermittent")
         if n_days:
             days = f"{n_days} days of the window; those days" if n_days != 1 else "1 day of the window; that day"
