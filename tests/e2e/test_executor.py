@@ -148,8 +148,12 @@ def test_plan_on_a_dask_cluster_equals_the_local_run(plan_run, tmp_path):
                                   rtol=1e-9)
 
 
-def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
-    """One series' search raises: it is listed under `failed`, the others are planned, exit code 3."""
+def test_a_series_that_raises_fails_only_itself(plan_run, fast_config, tmp_path, capsys, monkeypatch):
+    """One series' search raises: it is listed under `failed`, the others are planned, exit code 3.
+    On a copy of the session plan's store and models (same seed), so the forecasts are read, not fitted;
+    ``--n-calls 4`` keys the search apart from the session's, so it runs."""
+    import shutil
+
     from capplan.stages import search as search_stage
     from optimizer import tuning
     from tests.conftest import run_cli
@@ -162,10 +166,12 @@ def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
         return real(task)
 
     monkeypatch.setattr(search_stage, "tune_policy", flaky)  # the search's tuning half (with a store, search_cached runs it)
-    cfg = tmp_path / "fast.yaml"  # its own store: the session plan's store stays as the dashboard tests expect
+    for d in ("store", "models"):  # a copy: the session plan's store stays as the dashboard tests expect
+        shutil.copytree(fast_config.parent / d, tmp_path / d)
+    cfg = tmp_path / "fast.yaml"
     cfg.write_text(FAST_CONFIG)
     out = tmp_path / "out"
-    code, stdout, err = run_cli(["plan", "--config", str(cfg), "--executor", "local", "--n-calls", "4",
+    code, stdout, err = run_cli(["plan", "--config", str(cfg), "--executor", "local", "--n-calls", "4", "--seed", "7",
                                  "--series", "infer/azure-llm-conv", "--series", "infer/nasa-http", "--out", str(out),
                                  "--format", "json", "-q"], capsys)
     assert code == 3, err
@@ -175,3 +181,4 @@ def test_a_series_that_raises_fails_only_itself(tmp_path, capsys, monkeypatch):
     assert f["stage"] == "search" and f["error"] == "RuntimeError: simulated solver crash"
     assert "infer/azure-llm-conv" in err and "failed" in err
     assert json.loads((out / "report.json").read_text())["failed"] == rep["failed"]
+    assert rep["run"]["reuse"]["rolling_blocks"]["computed"] == 0  # the copied store's forecasts were read
