@@ -41,11 +41,11 @@ level takes, which sits near the centre (the spot critical ratio, 0.405 with the
 the share of pairs that reach it). On that pool the errors of the week before the evaluation week
 had interquartile ranges of 39-80 GPUs on weekdays and 18-32 at the weekend; moving the weekday
 errors onto the weekend's median kept the weekdays' spread in the weekend's set. A type with fewer
-than :data:`MIN_ERRORS` errors in the window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
-(:func:`optimizer.intermittent.is_intermittent`: most of its steps idle). There most errors are those of
-idle hours, and a type's errors say where one week's bursts fell, not how the week runs; on the sample's
-nearly idle ``train/vcdI0`` a day-type split doubled the first days' levels for bursts that did not come
-back. A pool whose demand does not depend on the day type calibrates each day on a smaller sample of the
+than :data:`MIN_ERRORS` errors in the window leaves the set as it is (stated by the caller), and so
+does a window whose demand is intermittent (:func:`optimizer.intermittent.is_intermittent`: most of
+its steps idle). There most errors are those of idle hours, and a type's errors say where one week's
+bursts fell, not how the week runs; on the sample's nearly idle ``train/vcdI0`` a day-type split
+doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the day type calibrates each day on a smaller sample of the
 same distribution, and its level moves within that noise (``tests/optimizer/test_calibrated_day.py``).
 
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
