@@ -40,15 +40,13 @@ def forecast_dag(tier: str):
         @task(max_active_tis_per_dagrun=2, map_index_template="{{ series_label }}", pool=common.POOL,
               execution_timeout=common.TIMEOUTS[tier])
         def fit(series_id: str, cfg_path: str) -> dict:
-            from capplan import airflow_jobs as jobs
-
+            from capplan.airflow import jobs as jobs
             common.label_map_index(series_id)
             return jobs.forecast_series(cfg_path, tier, series_id, common.logical_date(), common.SEED)
 
         @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[asset])
         def record(results, expected: list[str], cfg_path: str) -> dict:
-            from capplan import airflow_jobs as jobs
-
+            from capplan.airflow import jobs as jobs
             ok = common.succeeded(results)
             if not ok:
                 raise common.nothing_succeeded(f"{tier} forecasts", list(expected), asset)

@@ -33,15 +33,13 @@ def capplan_ingest():
         execution_timeout=common.TIMEOUTS["ingest"],
     )
     def ingest(series_id: str, cfg_path: str) -> dict:
-        from capplan import airflow_jobs as jobs
-
+        from capplan.airflow import jobs as jobs
         common.label_map_index(series_id)
         return jobs.ingest_series(cfg_path, series_id, common.prometheus_connection())
 
     @task(trigger_rule=TriggerRule.ALL_DONE, outlets=[common.HISTORY_ASSET])
     def record(results, expected: list[str], cfg_path: str) -> dict:
-        from capplan import airflow_jobs as jobs
-
+        from capplan.airflow import jobs as jobs
         doc = jobs.record_ingest(cfg_path, common.logical_date(), list(results or []), expected)
         if not doc["ok"]:
             raise common.nothing_succeeded("ingest", list(expected), common.HISTORY_ASSET)

@@ -21,8 +21,7 @@ F = common.FORECAST_ASSETS
 def capplan_plan():
     @task(outlets=[common.PLAN_ASSET], pool=common.POOL, execution_timeout=common.TIMEOUTS["plan"])
     def plan(cfg_path: str) -> dict:
-        from capplan import airflow_jobs as jobs
-
+        from capplan.airflow import jobs as jobs
         res = jobs.plan(cfg_path, common.logical_date(), common.SEED)
         return {k: res[k] for k in ("run_id", "out", "planned", "missing")}
 

@@ -20,7 +20,7 @@ import os
 from airflow.sdk import Asset, dag, task
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
-from capplan.airflow_keys import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
+from capplan.airflow.keys import CONFIG_VARIABLE, PLAN_TIERS, PROMETHEUS_CONN_ID, resolve_config_path
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 TAGS = ["capplan"]
@@ -69,7 +69,7 @@ def prometheus_connection() -> dict | None:
     """The Airflow Connection ``capplan_prometheus`` as a plain dict, or None when it is not
     defined (``AirflowNotFoundException`` only).
 
-    The secrets in it go to :func:`capplan.airflow_jobs.connection_overrides` and are
+    The secrets in it go to :func:`capplan.airflow.jobs.connection_overrides` and are
     never returned by a task (so never stored in XCom or logs).
 
     Raises AirflowException naming the Connection when it exists but cannot be read (a
@@ -131,9 +131,9 @@ def tier_due(cfg_path: str, tier: str, now: dt.datetime) -> bool:
     """Whether ``tier`` should refit at ``now``: it never ran, this is a rerun of its latest
     run (same logical date), or its latest run is at least :data:`CADENCE` old (less
     :data:`CADENCE_SLACK`). Reads ``forecasts/<tier>/LATEST`` of the config's store."""
-    from capplan.airflow_keys import ld_key
-    from capplan.config import load_config  # lazy: DAG files are parsed often; these load when a task runs
-    from capplan.store import Store
+    from capplan.airflow.keys import ld_key
+    from capplan.config.settings import load_config  # lazy: DAG files are parsed often; these load when a task runs
+    from capplan.store.local import Store
 
     latest = Store(load_config(cfg_path).store).latest_forecasts(tier)
     if latest is None or latest[0] == ld_key(now):
@@ -179,8 +179,7 @@ def config() -> str:
 @task
 def series(cfg_path: str) -> list[str]:
     """The configured series ids."""
-    from capplan import airflow_jobs as jobs
-
+    from capplan.airflow import jobs as jobs
     return jobs.series_ids(cfg_path)
 
 

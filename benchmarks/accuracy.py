@@ -18,7 +18,7 @@ diagnostics (evidence, never used by the product):
   no combination of these models reaches it;
 * the boundary steps: per series, over the rolling origins, how often the combined p50
   steps across a lead-bucket boundary by more than the largest step of any member's p50
-  there (target: never; :mod:`forecasting.lead_blend`);
+  there (target: never; :mod:`forecasting.combining.lead_blend`);
 * the coverage floor of series covering above 0.98: the share of evaluation
   rows with demand <= the combined p50 (the coverage of the tightest band that
   is still >= the p50, so no sane p95 covers less) and the share with demand
@@ -34,18 +34,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-
 from benchmarks import common
 from benchmarks.accuracy_targets import MEDIAN_TARGET, ratio_to_best, targets
 from benchmarks.forecast_hindsight import hindsight_mase
 from benchmarks.frames import save_frames
-from capplan.commands.backtest import run_backtest
-from capplan.config import load_config
+from capplan.cli.commands.backtest import run_backtest
+from capplan.config.settings import load_config
 from forecasting.backtest import BEST_OF
-from forecasting.buckets import BANDS, band_of
-from forecasting.lead_blend import boundaries, lead_matrix
-from forecasting.tiers import ROLLING_MODELS
+from forecasting.combining.buckets import BANDS, band_of
+from forecasting.combining.lead_blend import boundaries, lead_matrix
 from forecasting.metrics import seasonal_scale
+from forecasting.tiers import ROLLING_MODELS
 
 #: every model the hindsight bound may combine: the combination's members and the peers
 BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "autoets")

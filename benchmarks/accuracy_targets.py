@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from forecasting.backtest import BEST_OF
-from forecasting.buckets import BANDS
+from forecasting.combining.buckets import BANDS
 from forecasting.tiers import ROLLING_MODELS
 
 MEDIAN_TARGET = {"1h": 0.98, "24h": 0.95, "7d": 0.97}
@@ -89,7 +89,7 @@ def hourly_carriers(doc: dict) -> tuple[list[str], list[str]]:
 
 
 def targets(doc: dict, boundary: dict[str, tuple[int, int, float]]) -> list[tuple[str, bool, str]]:
-    """The targets of the module docstring on ``doc`` (:func:`capplan.commands.backtest.run_backtest`'s
+    """The targets of the module docstring on ``doc`` (:func:`capplan.cli.commands.backtest.run_backtest`'s
     document) and ``boundary`` (per series ``(pairs checked, pairs over, worst excess)``):
     ``[(target, met, figure)]``."""
     out = []
@@ -103,7 +103,7 @@ def targets(doc: dict, boundary: dict[str, tuple[int, int, float]]) -> list[tupl
                     f"{med:.3f} over {len(r)} series; worst {r[worst]:.3f} ({worst})"))
     n1 = len(peer_ratios(doc, "1h")) or len(doc["series"])
     weighted, earning = hourly_carriers(doc)
-    out.append((f"1h: the hourly tier carries weight, and is not naive, on >= 1/3 of the series",
+    out.append(("1h: the hourly tier carries weight, and is not naive, on >= 1/3 of the series",
                 len(earning) >= HOURLY_SHARE * n1,
                 f"{len(earning)} of {n1} ({', '.join(earning) or 'none'}); weight >= {WEIGHT_FLOOR:g} on "
                 f"{len(weighted)}"))

@@ -7,11 +7,11 @@ quick slice; ``--source parquet:FILE --timezone Asia/Shanghai --forecasts OUT_DI
 them first with the same ``--source``/``--timezone``, so OUT_DIR holds their forecasts)
 
 On the embedded sample's evaluation windows, with the pipeline's own search
-stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.search_outcomes`):
+stage (:func:`capplan.run.stages.search.search`, run by :func:`benchmarks.common.search_outcomes`):
 
 1. per series and policy (recommended, baseline, each peer of
-   :mod:`optimizer.peers`): regret (cost / the oracle's cost,
-   :mod:`optimizer.oracle`), coverage and idle ratio, for the first seed;
+   :mod:`optimizer.rivals.peers`): regret (cost / the oracle's cost,
+   :mod:`optimizer.rivals.perfect_foresight`), coverage and idle ratio, for the first seed;
 2. the targets checked on those figures (the fleet's regret, sum of cost / sum of
    the limits, <= 1.18; training: median regret of
    the recommended policy <= 1.20, none above 1.5, coverage >= min(0.95,
@@ -27,7 +27,7 @@ stage (:func:`capplan.stages.search.search`, run by :func:`benchmarks.common.sea
    judged alike;
 5. with ``--hindsight``, per series and policy family, the cheapest policy that
    covers >= 0.95 of the *evaluation* window, chosen on that window
-   (:mod:`benchmarks.policy_hindsight`: the training scan of :func:`optimizer.search.grid_scan`;
+   (:mod:`benchmarks.policy_hindsight`: the training scan of :func:`optimizer.search.policy_search.grid_scan`;
    for inference both families, the ``lookahead`` one on a wider grid, and each
    peer): **not causal**, a bound on what any selection rule over that family
    could reach from the tuning window (the "selection gap" is the recommended
@@ -38,7 +38,7 @@ Forecasts: ``--forecasts DIR`` reuses the combined rolling-origin forecasts of a
 per seed; without it the forecast stage runs once (seed 0, several minutes).
 The seeds then vary the search, not the forecasts (the LSTM's seed is the
 forecast run's) nor the spot interruptions (one scenario for every seed,
-:data:`optimizer.tuning.SCENARIO_STREAM`). With ``--retrain`` the forecast stage runs
+:data:`optimizer.search.tuning.SCENARIO_STREAM`). With ``--retrain`` the forecast stage runs
 again for every seed, with that seed, on a fresh store and model registry
 (:func:`benchmarks.common.cold_forecasts`; several minutes per seed), so the
 spread of item 3 includes the models' own seed (the LSTM's initial weights and
@@ -63,15 +63,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-
 from benchmarks import common
 from benchmarks.earth_pool import earth_pool, flat_pool, scale_rows, scale_targets
-from benchmarks.seed_forecasts import forecast_moves
 from benchmarks.policy_hindsight import hindsight_best
-from capplan.config import CapplanConfig, load_config
-from capplan.stages.search import search_tasks
-from optimizer.incumbent import recommended_name
-from optimizer.tuning import SCENARIO_STREAM, PolicyReplay
+from benchmarks.seed_forecasts import forecast_moves
+from capplan.config.settings import CapplanConfig, load_config
+from capplan.run.stages.search import search_tasks
+from optimizer.rivals.incumbent import recommended_name
+from optimizer.search.tuning import SCENARIO_STREAM, PolicyReplay
 
 SEED_SPREAD_PCT = 2.0  #: the issue's target: every series within 2 % of its median cost over the seeds
 

@@ -5,8 +5,8 @@ takes (:func:`add_source`, :func:`add_series`, :func:`add_seed`, :func:`add_seed
 :func:`add_forecasts`, :func:`add_config`), then loads data with
 :func:`load_history` or :func:`forecasts_from`.
 
-The plan's own stages (:data:`capplan.pipeline.PLAN`) are run on a
-:class:`capplan.state.PlanState` through :func:`capplan.pipeline.run`, a few at a time:
+The plan's own stages (:data:`capplan.run.pipeline.PLAN`) are run on a
+:class:`capplan.run.state.PlanState` through :func:`capplan.run.pipeline.run`, a few at a time:
 :func:`loaded_state` / :func:`prepared_state` (the load stage, or its preparation of an
 in-memory history), :func:`with_forecasts` (the forecast and combine stages, or a plan
 folder's forecasts) and :func:`search_outcomes` (the search stage for one seed).
@@ -26,15 +26,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from capplan import pipeline
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
+from capplan.run import pipeline
+from capplan.run.stages.combine import combine
+from capplan.run.stages.forecast import forecast
+from capplan.run.stages.load import load, prepare
+from capplan.run.stages.search import search
+from capplan.run.state import Forecasts, PlanState
 from capplan.sources import LoadedHistory, load_source
-from capplan.stages.combine import combine
-from capplan.stages.forecast import forecast
-from capplan.stages.load import load, prepare
-from capplan.stages.search import search
-from capplan.state import Forecasts, PlanState
-from optimizer.tuning import SearchOutcome
+from optimizer.search.tuning import SearchOutcome
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def forecasts_from(out_dir: Path) -> Forecasts:
 
 
 def combined_only(rolling: pd.DataFrame) -> Forecasts:
-    """:class:`capplan.state.Forecasts` holding only the combined rolling-origin forecasts ``rolling``
+    """:class:`capplan.run.state.Forecasts` holding only the combined rolling-origin forecasts ``rolling``
     (``series_id, issued_at, timestamp, p50, p90, p95, p99``, 5-minute grid): all that the search
     stage reads; no plan forecast, no per-tier frames."""
     return Forecasts({"combined": rolling}, pd.DataFrame(), {}, {}, {})
@@ -122,7 +122,7 @@ def combined_only(rolling: pd.DataFrame) -> Forecasts:
 
 def loaded_state(cfg: CapplanConfig, source: str = "sample", series: list[str] | None = None,
                  timezone: str = "UTC", seed: int = 0) -> PlanState:
-    """A :class:`capplan.state.PlanState` after the load stage (:func:`capplan.stages.load.load`):
+    """A :class:`capplan.run.state.PlanState` after the load stage (:func:`capplan.run.stages.load.load`):
     ``loaded`` and ``prep`` set (``prep.h5`` / ``prep.h1``: ``series_id, timestamp, value`` in GPUs on
     the 5-minute / hourly grid; ``prep.windows``: training | tuning | evaluation per series), as
     ``capplan plan --source SOURCE --series ... --timezone ...`` would have them.
@@ -133,11 +133,11 @@ def loaded_state(cfg: CapplanConfig, source: str = "sample", series: list[str] |
 
 
 def prepared_state(cfg: CapplanConfig, loaded: LoadedHistory, seed: int = 0) -> PlanState:
-    """A :class:`capplan.state.PlanState` as the load stage leaves it, for a history built in memory
+    """A :class:`capplan.run.state.PlanState` as the load stage leaves it, for a history built in memory
     (``loaded.frame``: ``series_id, timestamp, value``; ``loaded.meta``: each series' metadata):
-    ``prep`` from :func:`capplan.stages.load.prepare`, its notes and failures in ``ledger``.
+    ``prep`` from :func:`capplan.run.stages.load.prepare`, its notes and failures in ``ledger``.
 
-    Raises :class:`capplan.errors.InputError` as :func:`~capplan.stages.load.prepare` does.
+    Raises :class:`capplan.errors.InputError` as :func:`~capplan.run.stages.load.prepare` does.
     """
     state = PlanState(cfg, loaded.label or "memory", seed=seed, loaded=loaded)
     state.prep = prepare(loaded, cfg, state.ledger)
@@ -181,7 +181,7 @@ def cold_forecasts(cfg: CapplanConfig, source: str = "sample", series: list[str]
 
 def search_outcomes(state: PlanState, seed: int) -> dict[str, SearchOutcome]:
     """The search stage (``pipeline.run([search], state)``) on ``state``'s forecasts with ``seed``:
-    series_id -> :class:`optimizer.tuning.SearchOutcome` (regret, coverage, idle ratio and cost in
+    series_id -> :class:`optimizer.search.tuning.SearchOutcome` (regret, coverage, idle ratio and cost in
     USD of each policy on the evaluation window). ``state.seed`` is left at ``seed``.
 
     Raises :class:`capplan.errors.InputError` when every series' search failed.
@@ -201,7 +201,7 @@ def peak_rss_mib(children: bool = False) -> float:
 
 @contextmanager
 def stage_meter(stages: list, children: bool = False):
-    """Time the entries of ``stages`` (e.g. :data:`capplan.pipeline.PLAN`) while the block runs:
+    """Time the entries of ``stages`` (e.g. :data:`capplan.run.pipeline.PLAN`) while the block runs:
     each is wrapped in place (its ``__name__`` kept, so ``run.stage_seconds`` names it as before)
     and restored on exit. Yields a dict filled as stages end: stage name -> ``{"s": wall seconds,
     "peak_mib": peak RSS after the stage}`` (:func:`peak_rss_mib` with ``children``)."""

@@ -5,7 +5,7 @@ GPUs at its peak; the pools come from the Helios ``*_cluster_sequence_vc`` trace
 data/sample/NOTICE), and that pool scaled by a factor (x 10: about ten thousand GPUs). No quota
 (the sum of the pools' quotas would bind where no single pool's does). Each pool is planned by the
 pipeline's own stages and scored on its evaluation window against the perfect-foresight limit
-(:mod:`optimizer.oracle`): regret (target <= 1.12), coverage, and the plan's idle ratio against the
+(:mod:`optimizer.rivals.perfect_foresight`): regret (target <= 1.12), coverage, and the plan's idle ratio against the
 limit's own (target: within 0.03 of it).
 
 The flat case (:func:`flat_pool`) is the pool the large-pool complaint describes: thousands of GPUs
@@ -26,15 +26,15 @@ import pandas as pd
 
 from benchmarks import common
 from benchmarks.policy_hindsight import hindsight_points
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
+from capplan.run.stages.search import search_tasks
 from capplan.sources import LoadedHistory
 from capplan.sources.sample import sample_dir
-from capplan.stages.search import search_tasks
 from forecasting.types import SeriesMeta
-from optimizer.empirical import empirical_day_level
-from optimizer.incumbent import recommended_name
-from optimizer.layers import critical_ratios, exceeded_level
-from optimizer.tuning import SCENARIO_STREAM, PolicyReplay
+from optimizer.rivals.incumbent import recommended_name
+from optimizer.search.tuning import SCENARIO_STREAM, PolicyReplay
+from optimizer.training.empirical import empirical_day_level
+from optimizer.training.newsvendor import critical_ratios, exceeded_level
 
 REGRET_TARGET = 1.12  #: the large pool's regret target
 IDLE_GAP = 0.03  #: the plan's idle ratio may exceed the limit's by this much
@@ -71,7 +71,7 @@ def flat_pool(level: float, amplitude: float = FLAT_AMPLITUDE) -> pd.DataFrame:
 
 
 def earth_state(cfg: CapplanConfig, frame: pd.DataFrame, cache: Path | None):
-    """A :class:`capplan.state.PlanState` of one large pool's history ``frame`` (:func:`earth_pool`,
+    """A :class:`capplan.run.state.PlanState` of one large pool's history ``frame`` (:func:`earth_pool`,
     :func:`flat_pool`) with its forecasts (read from ``cache`` when there, else made by the forecast
     and combine stages and written there, named after the series). A cached file that holds another
     series' forecasts is made again and replaced, said on stdout (its pool would replay with no
@@ -95,7 +95,7 @@ def earth_state(cfg: CapplanConfig, frame: pd.DataFrame, cache: Path | None):
 
 def oracle_idle(outcome) -> float:
     """The perfect-foresight plan's idle ratio on the evaluation window: ``1 - demand GPU-hours /
-    the GPU-hours it buys`` (:class:`optimizer.oracle.OracleResult` ``layers``; the demand from the
+    the GPU-hours it buys`` (:class:`optimizer.rivals.perfect_foresight.OracleResult` ``layers``; the demand from the
     outcome's per-step ``replay`` frame)."""
     rep = outcome.replay
     step_h = float(pd.Series(rep["timestamp"]).diff().dropna().min() / pd.Timedelta(hours=1))
@@ -106,10 +106,10 @@ def oracle_idle(outcome) -> float:
 
 def daily_layer_idle(evalw, share: float) -> dict[str, float]:
     """Which layer holds the idle: on the evaluation window ``evalw`` (an
-    :class:`optimizer.replay.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
+    :class:`optimizer.engine.replay.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
     hour bought at its demand maximum) over a daily spot level that is the day's own newsvendor level
     at ``share`` (perfect foresight: the limit's idle, spot interruptions left out), the model-free
-    daily level (:func:`optimizer.empirical.empirical_day_level`) or the forecast's p50 newsvendor level
+    daily level (:func:`optimizer.training.empirical.empirical_day_level`) or the forecast's p50 newsvendor level
     (``evalw.day_level``). A daily choice whose idle here is already above the target cannot meet it
     with any hourly layer."""
     d = np.asarray(evalw.demand, float)
@@ -131,8 +131,8 @@ def daily_layer_idle(evalw, share: float) -> dict[str, float]:
 def hindsight_targets(task, seed: int, limit_idle: float) -> dict[str, float]:
     """Can the search's own family meet the large-pool targets at all? Every policy of the
     training scan (:func:`benchmarks.policy_hindsight.hindsight_points`: the grid the search starts
-    from, about 2,600 policies, and the calibrated rule of :mod:`optimizer.incumbent`) replayed on the
-    evaluation window of ``task`` (an :class:`optimizer.tuning.SearchTask`) and judged **on that window
+    from, about 2,600 policies, and the calibrated rule of :mod:`optimizer.rivals.incumbent`) replayed on the
+    evaluation window of ``task`` (an :class:`optimizer.search.tuning.SearchTask`) and judged **on that window
     itself** (not causal: a diagnostic bound, never a recommendation). Returns ``hindsight_feasible``: how many policies
     cover at least :data:`COVERAGE` with regret <= :data:`REGRET_TARGET` and an idle ratio within
     :data:`IDLE_GAP` of ``limit_idle``; ``hindsight_idle_at_regret``: the lowest idle ratio among
@@ -160,7 +160,7 @@ def target_counts(rows: list[tuple[float, float, float]], limit_idle: float) -> 
 def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], cache: Path | None) -> pd.DataFrame:
     """One row per pool (history frames of :func:`earth_pool` or :func:`flat_pool`) and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
     the limit's idle ratio and the gap, the baseline's and the reactive peer's regret, the empirical
-    peer's regret, coverage and idle ratio (:mod:`optimizer.empirical`), the idle ratios of
+    peer's regret, coverage and idle ratio (:mod:`optimizer.training.empirical`), the idle ratios of
     :func:`daily_layer_idle`, the hindsight check of :func:`hindsight_targets` (the first seed's), and the policy
     chosen. The forecasts are made (or read from ``cache``) once per pool; each seed re-runs the search."""
     rows = []

@@ -5,7 +5,7 @@ weights over the models' ``p50`` that minimise the mean absolute error ON the
 evaluation window itself (hindsight, so they look ahead by construction), and
 the MASE per lead band those weights give. If even this misses a target on the
 median over series, no combination of these models (with one weight vector per
-lead bucket, as :mod:`forecasting.combination` uses) reaches it.
+lead bucket, as :mod:`forecasting.combining.weights` uses) reaches it.
 
 Least absolute deviations over the simplex is a linear programme (Charnes,
 Cooper & Ferguson 1955): minimise ``sum t`` subject to ``-t <= y - X w <= t``,
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecasting.buckets import BANDS, band_of, bucket_of
+from forecasting.combining.buckets import BANDS, band_of, bucket_of
 
 MAX_ROWS = 4000  #: rows per lead bucket the linear programme is fitted on
 STEP = pd.Timedelta("5min")

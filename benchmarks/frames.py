@@ -2,13 +2,13 @@
 
 Why (settings are chosen on the tuning windows only)
     A full backtest spends minutes in the tiers, default Prophet and AutoETS,
-    while a change to the combination (:mod:`forecasting.combination`) or the
-    calibration (:mod:`forecasting.conformal`) only needs the members' rolling
+    while a change to the combination (:mod:`forecasting.combining.weights`) or the
+    calibration (:mod:`forecasting.combining.conformal`) only needs the members' rolling
     forecasts, which that change does not move. :func:`save_frames` keeps every
     model's rolling forecasts, the history and the windows of one backtest
     (``python -m benchmarks accuracy --save-frames DIR``); :func:`rescore` then
     re-combines and re-calibrates them with the code as it is now
-    (:func:`forecasting.assemble.combine_rolling`, the same call the plan makes)
+    (:func:`forecasting.combining.assemble.combine_rolling`, the same call the plan makes)
     and scores every series on the window asked for, in seconds
     (``python -m benchmarks rescore``).
 
@@ -42,8 +42,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from forecasting.assemble import ROLLING_MODELS, combine_rolling
 from forecasting.backtest import BEST_OF, STEP, Windows, score
+from forecasting.combining.assemble import ROLLING_MODELS, combine_rolling
 from forecasting.metrics import seasonal_scale
 from forecasting.peers import naive_conformal
 

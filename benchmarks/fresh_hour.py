@@ -5,11 +5,11 @@ Run: ``python -m benchmarks fresh-hour [--forecasts OUT_DIR] [--earth] [--earth-
 
 Why
     The hourly top-up of a training pool is sized from a forecast of the hour's maximum
-    (:mod:`optimizer.refresh`). Rolling origins are 4 hours apart, so two readings are at hand:
+    (:mod:`optimizer.training.fresh_hour`). Rolling origins are 4 hours apart, so two readings are at hand:
     the latest forecast's own rows for the hour (1-5 h ahead, the ``24h`` band, shifted by its
     error at the newest observation: the level update capplan used before), or its first hour
     (the ``1h`` band, what the plan sizes the next hour from) moved to the newest observation
-    (:func:`optimizer.refresh.refreshed_hour_max`, what capplan uses).
+    (:func:`optimizer.training.fresh_hour.refreshed_hour_max`, what capplan uses).
 What it prints, per training series and window (tuning, evaluation)
     the mean absolute error, in GPUs, of each reading's p50 hour maximum against the hour's
     realised maximum in whole GPUs (``ceil``), over the hours both readings have, and their
@@ -27,15 +27,15 @@ import pandas as pd
 
 from benchmarks import common
 from benchmarks.earth_pool import earth_pool, earth_state
-from capplan.config import load_config
-from optimizer.refresh import refreshed_hour_max
-from optimizer.replay import latest_before
+from capplan.config.settings import load_config
+from optimizer.engine.replay import latest_before
+from optimizer.training.fresh_hour import refreshed_hour_max
 
 
 def shifted_hour_max(forecasts: pd.DataFrame, hour_starts: pd.DatetimeIndex, actual: pd.Series) -> np.ndarray:
     """Per hour, the p50 maximum of the latest forecast's own rows for that hour, shifted by its
     error at the newest observation (the step that ended at least one step before the hour);
-    NaN where there is none. The reading :mod:`optimizer.refresh` replaced (module docstring)."""
+    NaN where there is none. The reading :mod:`optimizer.training.fresh_hour` replaced (module docstring)."""
     out = np.full(len(hour_starts), np.nan)
     issued, k_of = latest_before(forecasts, hour_starts)
     by_issue = {k: g.set_index("timestamp")["p50"] for k, g in forecasts.groupby("issued_at")}

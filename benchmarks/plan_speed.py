@@ -2,7 +2,7 @@
 
 Run: ``python -m benchmarks plan [--n-calls N] [--series ID ...]``
 
-Prints one line per stage of :data:`capplan.pipeline.PLAN` (load, forecast, combine, score,
+Prints one line per stage of :data:`capplan.run.pipeline.PLAN` (load, forecast, combine, score,
 search, export): wall seconds, and the process's peak RSS (MiB) after the stage
 (``resource.getrusage`` high-water mark, so it only grows; :func:`benchmarks.common.stage_meter`),
 then the total against a 10-minute budget.
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from capplan import pipeline
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
+from capplan.run import pipeline
 
 
 def main(argv: list[str] | None = None) -> None:

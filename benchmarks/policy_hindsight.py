@@ -1,6 +1,6 @@
 """Capacity policies chosen in hindsight: a diagnostic bound for selection rules, never a recommendation.
 
-For one series and one window (the evaluation window of :mod:`optimizer.tuning`), the cheapest
+For one series and one window (the evaluation window of :mod:`optimizer.search.tuning`), the cheapest
 policy of a fixed family that covers at least ``coverage`` (a ratio, default 0.95) of the window's
 steps, **chosen on that window itself**. It is not causal: no selection rule that sees only the
 tuning window can beat it with the same family, so ``recommended regret - hindsight regret`` is
@@ -10,17 +10,17 @@ reaches the target there. The analogue for forecasts is
 
 Families (:func:`hindsight_points`):
 
-* training pools: the scan of :func:`optimizer.search.grid_scan` (:data:`optimizer.search.TRAINING_GRID`),
-  plus the calibrated rule of :mod:`optimizer.incumbent` (its ``a95`` top-up is not on the scan's grid);
-* inference services: the scan of :data:`optimizer.search.INFERENCE_GRID` widened for the
+* training pools: the scan of :func:`optimizer.search.policy_search.grid_scan` (:data:`optimizer.search.policy_search.TRAINING_GRID`),
+  plus the calibrated rule of :mod:`optimizer.rivals.incumbent` (its ``a95`` top-up is not on the scan's grid);
+* inference services: the scan of :data:`optimizer.search.policy_search.INFERENCE_GRID` widened for the
   ``lookahead`` family (:data:`LOOKAHEAD_HINDSIGHT`: level windows from one step to an hour and
   error quantiles from 0.5 to 0.975 in 0.025 steps, with and without the utilisation trigger's
   extra replica), both families whatever the tuning window's length (the pipeline searches only
-  the ``hpa`` family on a tuning window shorter than a day, :func:`optimizer.tuning.short_window`;
+  the ``hpa`` family on a tuning window shorter than a day, :func:`optimizer.search.tuning.short_window`;
   the bound asks what the families could do, not what the search may try); plus the peer policies
-  of :mod:`optimizer.peers`, each a family of one.
+  of :mod:`optimizer.rivals.peers`, each a family of one.
 
-Every policy is replayed with :class:`optimizer.tuning.PolicyReplay` (the same replay, timeline,
+Every policy is replayed with :class:`optimizer.search.tuning.PolicyReplay` (the same replay, timeline,
 prices and seeds as the recommendation), so the figures compare with the report's.
 """
 
@@ -29,15 +29,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optimizer.incumbent import INCUMBENT_RULE
-from optimizer.policy import Metrics, TrainingParams
-from optimizer.replay import ReplayInput
-from optimizer.search import INFERENCE_GRID, Space
-from optimizer.tuning import PolicyReplay
+from optimizer.engine.replay import ReplayInput
+from optimizer.plan.policy import Metrics, TrainingParams
+from optimizer.rivals.incumbent import INCUMBENT_RULE
+from optimizer.search.policy_search import INFERENCE_GRID, Space
+from optimizer.search.tuning import PolicyReplay
 
 #: The ``lookahead`` family's wider hindsight grid: level windows (seconds; 0 = one step, i.e. the last
 #: observation, then up to an hour), error quantiles 0.5-0.975 (0.025 steps), the utilisation trigger at
-#: 0.95 (the search's, ``optimizer.search.LOOKAHEAD_TARGET``) or 1.0 (no replica above the observed
+#: 0.95 (the search's, ``optimizer.search.policy_search.LOOKAHEAD_TARGET``) or 1.0 (no replica above the observed
 #: demand), and the scan's scale-down windows.
 LOOKAHEAD_HINDSIGHT = {"level_window_s": [0, 120, 300, 600, 900, 1200, 1800, 2700, 3600],
                        "headroom_quantile": [round(0.5 + 0.025 * k, 3) for k in range(20)],
@@ -47,7 +47,7 @@ LOOKAHEAD_HINDSIGHT = {"level_window_s": [0, 120, 300, 600, 900, 1200, 1800, 270
 @dataclass
 class HindsightBest:
     """The cheapest policy of ``family`` covering ``coverage`` of the window: its parameters
-    (``params``: a dict, or the peer's name), ``metrics`` (:class:`optimizer.policy.Metrics`) and
+    (``params``: a dict, or the peer's name), ``metrics`` (:class:`optimizer.plan.policy.Metrics`) and
     ``regret`` (cost / the window's perfect-foresight limit; NaN when the limit is 0), out of
     ``n_points`` replayed policies (``params`` None and ``metrics`` None when none covers enough)."""
 
@@ -59,7 +59,7 @@ class HindsightBest:
 
 
 def hindsight_space(pr: PolicyReplay, tune: ReplayInput) -> Space:
-    """The search space of ``pr``'s kind (:meth:`optimizer.tuning.PolicyReplay.space`, sized on ``tune``
+    """The search space of ``pr``'s kind (:meth:`optimizer.search.tuning.PolicyReplay.space`, sized on ``tune``
     as the search does); for inference both families whatever the window's length, and a utilisation
     target up to 1.0 (module docstring)."""
     if pr.kind == "training":

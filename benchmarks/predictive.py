@@ -5,7 +5,7 @@ Run: ``python -m benchmarks predictive --forecasts RUN_DIR [--series ID ...] [--
 
 ``RUN_DIR`` is a ``capplan plan`` output folder written with ``retention.backtest: full`` (the tuning
 window's rolling forecasts are needed). For each of its inference series, each rule of
-:mod:`optimizer.predictive_eval` (``cron``: the HPA plus the KEDA cron windows ``capplan export``
+:mod:`optimizer.inference.predictive_eval` (``cron``: the HPA plus the KEDA cron windows ``capplan export``
 writes; ``prescale``: the HPA with forecast pre-scaling; ``predictive``: the larger of live demand and
 ``capplan serve``'s forecast at the cold start + metrics lag) gets its target utilisation, quantile
 and lead chosen on the tuning window and is scored on the evaluation window, which the choice never
@@ -13,7 +13,7 @@ sees. The replay runs on the series' own grid (``history_native.parquet`` where 
 with the series' recommended policy for everything the rules do not set.
 
 ``--frontier`` also prints, per series and rule, the cost/coverage Pareto front of the rule's whole grid
-on the evaluation window (:func:`optimizer.predictive_eval.frontier`: hindsight, evidence only) and,
+on the evaluation window (:func:`optimizer.inference.predictive_eval.frontier`: hindsight, evidence only) and,
 per rule, the cheapest setting whose evaluation coverage reaches the chosen cron setting's: whether
 any setting of a rule could match cron pre-scaling on that window at all.
 
@@ -35,12 +35,12 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks import common
-from capplan.config import load_config
-from capplan.report import Report
-from capplan.whatif import _meta
-from optimizer.inputs import replay_input
-from optimizer.policy import InferenceParams
-from optimizer.predictive_eval import compare, frontier
+from capplan.backtest.whatif import _meta
+from capplan.config.settings import load_config
+from capplan.report.model import Report
+from optimizer.engine.inputs import replay_input
+from optimizer.inference.predictive_eval import compare, frontier
+from optimizer.plan.policy import InferenceParams
 
 MIN_STEPS = 12
 """Fewest replay steps a tuning or evaluation window needs to be compared (one hour at 5 minutes)."""

@@ -31,9 +31,9 @@ import pandas as pd
 import requests
 
 from benchmarks import common
-from capplan.config import CapplanConfig, PrometheusConfig, SeriesConfig
+from capplan.config.settings import CapplanConfig, PrometheusConfig, SeriesConfig
 from capplan.sources.prometheus import PrometheusClient, ingest, pull
-from capplan.store import Store
+from capplan.store.local import Store
 from tests import prom_fixture as pf
 
 DAYS, STEP_S, N_SERIES = 30, 300, 20

@@ -4,9 +4,9 @@ Run: ``python -m benchmarks quick [--series ID ...] [--executor local|processes]
 
 Both plans start cold (a fresh store and model registry each, so nothing is reused from a
 cache) on the same source and series, one after the other in this process; the quick one
-applies :data:`capplan.quick.QUICK` and :data:`capplan.quick.QUICK_SET`
-(:func:`capplan.quick.apply_quick`). Prints each plan's seconds and its seconds per stage, what the
-quick plan reduced (:func:`capplan.quick.quick_reductions`), and the ratio quick / default; the target
+applies :data:`capplan.config.quick.QUICK` and :data:`capplan.config.quick.QUICK_SET`
+(:func:`capplan.config.quick.apply_quick`). Prints each plan's seconds and its seconds per stage, what the
+quick plan reduced (:func:`capplan.config.quick.quick_reductions`), and the ratio quick / default; the target
 is under 1/3.
 """
 
@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from capplan import pipeline
-from capplan.config import CapplanConfig
-from capplan.quick import apply_quick
-from capplan.report import Report
-from capplan.store import Store
+from capplan.config.quick import apply_quick
+from capplan.config.settings import CapplanConfig
+from capplan.report.model import Report
+from capplan.run import pipeline
+from capplan.store.local import Store
 
 TARGET = 1 / 3
 

@@ -15,12 +15,11 @@ import time
 import numpy as np
 import pandas as pd
 
-
 from benchmarks import common
 from forecasting.types import QCOLS
-from optimizer.policy import InferenceParams, TrainingParams
-from optimizer.prices import default_price_book
-from optimizer.replay import ReplayInput, replay_inference, replay_training
+from optimizer.book.prices import default_price_book
+from optimizer.engine.replay import ReplayInput, replay_inference, replay_training
+from optimizer.plan.policy import InferenceParams, TrainingParams
 
 STEPS = 30 * 288
 

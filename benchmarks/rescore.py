@@ -2,8 +2,8 @@
 
 Run: ``python -m benchmarks accuracy --save-frames DIR`` once (a full
 backtest), then ``python -m benchmarks rescore DIR [--window tune|eval]
-[--series ID ...]`` after each change to :mod:`forecasting.combination` or
-:mod:`forecasting.conformal` (no tier is refitted, :mod:`benchmarks.frames`:
+[--series ID ...]`` after each change to :mod:`forecasting.combining.weights` or
+:mod:`forecasting.combining.conformal` (no tier is refitted, :mod:`benchmarks.frames`:
 about a minute for the sample's evaluation windows on a 2-core machine; the
 tuning windows take a few minutes more, for the naive-conformal rule at their
 origins). ``--window tune`` scores the tuning windows, where
@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from benchmarks import common
-from forecasting.backtest import summarise
 from benchmarks.frames import WINDOWS, load_frames, rescore
+from forecasting.backtest import summarise
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from capplan.atomic import write_text
+from capplan.store.atomic import write_text
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 EARLIER = "## Earlier findings"

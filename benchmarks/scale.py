@@ -6,7 +6,7 @@ Series are copies of the embedded sample's real series with multiplicative noise
 (seeded; ``<id>~k``), so every size plans realistic shapes. Each plan runs in a
 fresh subprocess, so its peak RSS is its own. Prints:
 
-1. per size and stage of :data:`capplan.pipeline.PLAN`: wall seconds and the peak RSS (MiB,
+1. per size and stage of :data:`capplan.run.pipeline.PLAN`: wall seconds and the peak RSS (MiB,
    this process plus its worker processes, ``resource.getrusage`` high-water marks) after the
    stage (:func:`benchmarks.common.stage_meter`);
    then per stage the fitted growth exponent ``b`` of ``seconds ~ a * n^b``
@@ -15,7 +15,7 @@ fresh subprocess, so its peak RSS is its own. Prints:
    (each worker single-threaded) in the same run: seconds per stage and the
    speed-up (the target is >= 1.7x on a 2-core machine); ``local`` is printed too;
 3. ``--reuse N``: the Airflow hourly case on one store (model registry and cache,
-   :mod:`capplan.cache`): a cold plan on the series without their last hour, then
+   :mod:`capplan.run.cache`): a cold plan on the series without their last hour, then
    the plan an hour later (one more hour of data), then the same plan again (no
    new data), each against the cold one (target: <= 40 % of the cold run).
 
@@ -38,9 +38,9 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import common
-from capplan import pipeline
-from capplan.config import CapplanConfig
-from capplan.store import Store
+from capplan.config.settings import CapplanConfig
+from capplan.run import pipeline
+from capplan.store.local import Store
 
 ROOT = common.REPO
 
@@ -71,7 +71,7 @@ def make_source(n: int, path: Path, seed: int = 0, drop_hours: int = 0) -> None:
 def one(n: int, executor: str, workers: int | None, fast: bool, models: str | None, store: str | None = None,
         drop_hours: int = 0) -> dict:
     """One plan on ``n`` series in this process: seconds and peak RSS per stage. With ``store``
-    the plan runs on that store (its cache reused, :mod:`capplan.cache`)."""
+    the plan runs on that store (its cache reused, :mod:`capplan.run.cache`)."""
     cfg = CapplanConfig.model_validate(FAST if fast else {})
     cfg.plan.executor, cfg.plan.workers = executor, workers
     with tempfile.TemporaryDirectory() as d, common.stage_meter(pipeline.PLAN, children=True) as rows:

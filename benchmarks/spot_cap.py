@@ -7,11 +7,11 @@ The search stage (:func:`benchmarks.common.search_outcomes`) runs three times on
 forecasts: with the configured price book (by default no spot cap), with every GPU model's
 ``spot_cap_share`` set to ``--share`` (0.5: at most half of the GPUs bought in any step on spot),
 and with every GPU model's ``spot_cap_gpus`` set to ``--gpus`` (a cap by GPU count, which refuses
-much of a large pool's spot and none of a small one's; 0 skips it); :mod:`optimizer.purchase`.
+much of a large pool's spot and none of a small one's; 0 skips it); :mod:`optimizer.book.purchase`.
 Each capped run re-tunes the policies under its cap, with the committed layer's reservation
-levels in the scan (:mod:`optimizer.committed`). Per training pool it prints each run's
+levels in the scan (:mod:`optimizer.training.committed`). Per training pool it prints each run's
 recommended cost, perfect-foresight cost (the limit under the same book:
-:func:`optimizer.oracle.training_oracle` honours the cap), regret, coverage and the purchase mix
+:func:`optimizer.rivals.perfect_foresight.training_oracle` honours the cap), regret, coverage and the purchase mix
 (share of GPU-hours reserved / spot / on demand: the layers bought instead of spot), then per
 group of pools the fleet regret of each run (Σ cost ÷ Σ perfect-foresight cost) and the ratio
 capped ÷ uncapped. Groups: the pools settings are chosen on, and the held-out pools
@@ -27,8 +27,8 @@ from __future__ import annotations
 import time
 
 from benchmarks import common
-from capplan.config import CapplanConfig, load_config
-from optimizer.purchase import MIX_LAYERS, spot_share
+from capplan.config.settings import CapplanConfig, load_config
+from optimizer.book.purchase import MIX_LAYERS, spot_share
 
 TARGET = 1.10  # capped fleet regret / uncapped fleet regret, at the --share cap, on the pools not held out
 #: the sample's pools no setting is chosen on (their figures are reported apart)

@@ -27,7 +27,6 @@ import numpy as np
 
 from benchmarks import common
 
-
 #: tier -> (lead band, reference model)
 TARGETS = {"hourly": ("1h", "naive"), "daily": ("24h", "naive"), "weekly": ("7d", "seasonal_naive")}
 CONTEXT = ("naive", "seasonal_naive", "prophet")
@@ -36,7 +35,7 @@ CONTEXT = ("naive", "seasonal_naive", "prophet")
 def tier_ratios(doc: dict) -> dict[str, dict]:
     """Per tier, ``{"ratios": {series: MASE(tier) / MASE(reference)}, "to_best": {series: ratio to
     the best of naive, seasonal-naive and default Prophet}, "undefined": [series]}`` from a
-    backtest document (:func:`capplan.commands.backtest.backtest_document`)."""
+    backtest document (:func:`capplan.cli.commands.backtest.backtest_document`)."""
     out = {}
     for tier, (band, ref) in TARGETS.items():
         r, b, undefined = {}, {}, []

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import time
 
-
 from benchmarks import common
 from forecasting.regularise import regularise, to_hourly
 from forecasting.tiers import make

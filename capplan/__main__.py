@@ -1,4 +1,4 @@
-from capplan.cli import main
+from capplan.cli.app import main
 
 if __name__ == "__main__":
     main()

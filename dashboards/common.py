@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from capplan.config import CapplanConfig, load_config
+from capplan.config.settings import CapplanConfig, load_config
 from capplan.errors import InputError
-from capplan.store import Store
+from capplan.store.local import Store
 from dashboards import paths
 from dashboards.notes import NO_MIX, Note, md_escape, mix_table
 
 if TYPE_CHECKING:
-    from capplan.report import Report, SeriesReport
+    from capplan.report.model import Report, SeriesReport
 
 ENV_STORE = "CAPPLAN_STORE"
 ENV_CONFIG = "CAPPLAN_CONFIG"
@@ -196,9 +196,9 @@ def current_run(stop_if_none: bool = True) -> RunCtx | None:
 # -- data (cached on hashable keys) ------------------------------------------------------
 @st.cache_data(show_spinner=False, max_entries=32)
 def report(run_dir: str, mtime: float) -> "Report":
-    """The run's ``report.json`` as the typed model (:class:`capplan.report.Report`), so a
+    """The run's ``report.json`` as the typed model (:class:`capplan.report.model.Report`), so a
     document of another shape fails here, not deep in a page; pages read its attributes."""
-    from capplan.report import Report
+    from capplan.report.model import Report
 
     return Report.load(run_dir)
 
@@ -227,8 +227,8 @@ def series_frame(run_dir: str, mtime: float, name: str, series_id: str) -> pd.Da
 
 @st.cache_resource(show_spinner="Loading the replay model…", max_entries=16)
 def whatif_model(run_dir: str, mtime: float, series_id: str, config_file: str | None):
-    """The series' evaluation-window replay input (``capplan.whatif.WhatIf``)."""
-    from capplan.whatif import load_whatif
+    """The series' evaluation-window replay input (``capplan.backtest.whatif.WhatIf``)."""
+    from capplan.backtest.whatif import load_whatif
 
     cfg = load_config(config_file) if config_file else CapplanConfig()
     return load_whatif(run_dir, series_id, cfg, store_root=str(store_root()))

@@ -1,6 +1,6 @@
 """Start a new ``capplan plan`` run from the dashboard and follow it.
 
-The run is the CLI (which calls :func:`capplan.pipeline.run_plan`) in a
+The run is the CLI (which calls :func:`capplan.run.pipeline.run_plan`) in a
 subprocess, so a long run never blocks the app's server. It writes into the
 dashboard's store: a temporary config carries the store path (and the
 dashboard's or the chosen config's other settings). A run of every series is
@@ -31,7 +31,7 @@ from pathlib import Path
 import streamlit as st
 import yaml
 
-from capplan.config import CapplanConfig, load_config
+from capplan.config.settings import CapplanConfig, load_config
 from capplan.errors import InputError
 from dashboards import common
 
@@ -107,7 +107,7 @@ def start_job(source: str, config_file: str | None, series: list[str], n_calls: 
               seed: int = 0) -> Job:
     """Launch ``capplan plan`` writing into the dashboard's store (``--publish`` when
     ``series`` is empty: a run of every series becomes the fleet plan). ``quick`` adds ``--quick``
-    (:func:`capplan.quick.apply_quick`, the CLI's first-look preset; it caps ``n_calls`` too).
+    (:func:`capplan.config.quick.apply_quick`, the CLI's first-look preset; it caps ``n_calls`` too).
 
     Raises capplan.errors.InputError in read-only mode, when ``config_file`` is not one of
     :func:`dashboards.common.allowed_configs` or is invalid (the message never

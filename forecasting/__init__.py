@@ -1,10 +1,10 @@
 """History in, forecasts out.
 
 Owns regularising, the three tiers (:mod:`forecasting.tiers`), calendars,
-backtests and metrics, lead buckets (:mod:`forecasting.buckets`), combining
-(:mod:`forecasting.combination`), calibrating (:mod:`forecasting.conformal`), the
+backtests and metrics, lead buckets (:mod:`forecasting.combining.buckets`), combining
+(:mod:`forecasting.combining.weights`), calibrating (:mod:`forecasting.combining.conformal`), the
 backtest peers (:mod:`forecasting.peers`), assembling the
-combined forecasts (:mod:`forecasting.assemble`), forecast bounds
+combined forecasts (:mod:`forecasting.combining.assemble`), forecast bounds
 (:mod:`forecasting.bounds`) and the model registry with its reuse rule
 (:mod:`forecasting.registry`, :mod:`forecasting.registry_fit`).
 

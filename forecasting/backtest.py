@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting import metrics
-from forecasting.buckets import BANDS
+from forecasting.combining.buckets import BANDS
 from forecasting.tiers import make
 from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, SeriesMeta, empty_forecast  # noqa: F401  (STEP: re-exported)
 
@@ -99,7 +99,7 @@ def lead_cap(issued_at: pd.Series) -> np.ndarray:
     Origins on a 4-hour boundary keep the full 7 days, the others 1 hour. Every
     band is scored at many origins while the frames stay small; the 7-day band
     gets six origins a day rather than one, so its calibration
-    (:mod:`forecasting.conformal`) sees errors six times as often.
+    (:mod:`forecasting.combining.conformal`) sees errors six times as often.
     """
     b = pd.DatetimeIndex(issued_at) + STEP
     cap = np.full(len(b), pd.Timedelta("1h").to_timedelta64())
@@ -151,7 +151,7 @@ def rolling_forecasts(name: str, history5: pd.DataFrame, history1h: pd.DataFrame
         warnings) | None``, ``put(key, forecasts, fallbacks, warnings)``,
         ``model_key(options, seed, train, meta)``, ``load_model(key, model, series)
         -> model | None``, ``save_model(key, model)``; e.g.
-        :class:`capplan.cache.RollingCache`): a block whose origins, training data
+        :class:`capplan.run.cache.RollingCache`): a block whose origins, training data
         and data up to its last origin are unchanged is taken from it; a block with
         the same training data but new origins reuses its stored fit and predicts.
 

@@ -99,7 +99,7 @@ def record_scores(registry: ModelRegistry, models: dict[str, dict], scores: dict
 
     ``models``: tier -> the log of :func:`fit_final` (``fitted``, ``versions``; reused models
     keep the scores of the run that fitted them); ``scores``: series -> model -> band ->
-    figures (the score stage, ``capplan.stages.score``). What is recorded, per saved version:
+    figures (the score stage, ``capplan.run.stages.score``). What is recorded, per saved version:
     ``{series_id: {band: {"mase", "pinball", "coverage_p95", "n"}}}`` (bands ``1h``, ``24h``,
     ``7d``, ``all``; non-finite figures as None) — one series for a per-series model, every
     fitted series for a global one. A version removed meanwhile (retention, a concurrent run)

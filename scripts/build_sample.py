@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import tarfile
 from pathlib import Path
 

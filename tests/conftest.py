@@ -25,7 +25,7 @@ E2E_SERIES = ["train/vc6YE", "infer/nasa-http", "infer/azure-llm-conv"]
 
 def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
     """Run the capplan CLI in-process; returns (exit code, stdout, stderr)."""
-    from capplan.cli import main
+    from capplan.cli.app import main
 
     try:
         main(args)
@@ -66,7 +66,7 @@ def plan_run(tmp_path_factory, fast_config):
 @pytest.fixture(autouse=True)
 def _restore_main_module():
     """streamlit's script runner (AppTest in the dashboard tests) installs a fake ``__main__`` and
-    leaves it there; process pools with the ``spawn`` context (capplan.executor, dask's nanny)
+    leaves it there; process pools with the ``spawn`` context (capplan.run.executor, dask's nanny)
     re-import ``__main__`` in every child, so the children of later tests would run the dashboard
     script and die. Put the real one back after every test."""
     main = sys.modules["__main__"]

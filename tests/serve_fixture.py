@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from capplan import atomic
-from capplan.runs import new_run_id
-from capplan.store import Store
+from capplan.store import atomic
+from capplan.store.local import Store
+from capplan.store.runs import new_run_id
 
 SERIES = "infer/nasa-http"
 #: one inference series' report entry (a real plan's figures; family predictive, quantile p90)

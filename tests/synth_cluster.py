@@ -102,7 +102,7 @@ def _in(t: pd.Timestamp, span) -> bool:
     return span[0] <= t < span[1]
 
 
-def generate(seed: int = 7) -> Cluster:
+def generate(seed: int = 7) -> Cluster:  # noqa: C901 (one simulation loop, read top to bottom)
     """Simulate :data:`DAYS` days minute by minute (see the module docstring)."""
     rng = np.random.default_rng(seed)
     minutes = DAYS * 1440

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from capplan.cli.options import check_timezone
 from capplan.errors import InputError
-from capplan.options import check_timezone
 from capplan.sources.files import load_csv, load_parquet
 from capplan.sources.history import LoadedHistory
 from capplan.sources.implausible import mask_implausible, spike_warnings
 from capplan.sources.sample import load_sample
 from capplan.sources.store_source import load_store
-
 
 #: The registry: ``--source`` form -> loader. A new source is a module with its loader and a line here.
 _SOURCES: dict[str, Callable[..., LoadedHistory]] = {

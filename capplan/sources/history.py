@@ -26,7 +26,7 @@ class LoadedHistory:
     context: pd.DataFrame | None = None
     """The source's series left out by ``--series`` (same columns as ``frame``): regularised
     with the chosen ones, so the cluster-wide outage rule and the global models see the
-    whole source (:func:`capplan.stages.load.prepare`); never planned."""
+    whole source (:func:`capplan.run.stages.load.prepare`); never planned."""
 
     def notes_for(self, series_id: str, series_ids) -> list[str]:
         """The notes that concern ``series_id``: those starting ``"<id>:"`` (the longest id

@@ -1,7 +1,7 @@
 """Pull history from a Prometheus-compatible store into the local store.
 
-What a pull guarantees (the HTTP side is :mod:`capplan.sources.prom_client`, the
-grid and parsing :mod:`capplan.sources.prom_parse`):
+What a pull guarantees (the HTTP side is :mod:`capplan.prometheus.client`, the
+grid and parsing :mod:`capplan.prometheus.parse`):
 
 * **Incremental.** Without ``--start`` a pull resumes one step after the
   store's last timestamp (first pull: ``prometheus.default_lookback``, 30 days);
@@ -10,17 +10,17 @@ grid and parsing :mod:`capplan.sources.prom_parse`):
 * **What a point means**: the query is rewritten so that a point is the peak
   of its step (``step_aggregation: max``, default) or its last value, with the
   same result under closed (Prometheus 2.x) and left-open (VictoriaMetrics,
-  Prometheus 3) range semantics (:mod:`capplan.promql_steps`). Implausible
+  Prometheus 3) range semantics (:mod:`capplan.promql.steps`). Implausible
   values (``+Inf``, ``1e308``) become missing with a note
   (:mod:`capplan.sources.implausible`).
 * **Zero versus missing.** The report lists the idle (0) and missing steps of
-  every pull (:mod:`capplan.sources.prom_coverage`).
+  every pull (:mod:`capplan.prometheus.coverage`).
 * **Nothing is dropped silently**: server warnings become notes on the
   series; a series that returned nothing after data existed is reported as
   ``stopped`` with the likely causes, never as up to date; a 200 answer with
   bad content fails that series with a message naming it and the query.
 * **All or nothing per series.** Chunks are collected in memory and the
-  series is written with one :meth:`capplan.store.Store.write_series` call
+  series is written with one :meth:`capplan.store.local.Store.write_series` call
   after the last chunk, so a failure mid-pull leaves the stored series as it
   was.
 """
@@ -36,15 +36,15 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from capplan import atomic
-from capplan.config import CapplanConfig, SeriesConfig, parse_duration
+from capplan.config.settings import CapplanConfig, SeriesConfig, parse_duration
 from capplan.errors import InputError, SourceError
-from capplan.promql import TEMPLATES, outer_aggregation
+from capplan.prometheus.client import PrometheusClient, PrometheusError, _credential  # noqa: F401 (API)
+from capplan.prometheus.coverage import step_coverage
+from capplan.prometheus.parse import check_result, chunk_ranges, combine, parse_values, to_frame  # noqa: F401
+from capplan.promql.render import TEMPLATES, outer_aggregation
 from capplan.sources.implausible import mask_implausible
-from capplan.sources.prom_client import PrometheusClient, PrometheusError, _credential  # noqa: F401 (API)
-from capplan.sources.prom_coverage import step_coverage
-from capplan.sources.prom_parse import check_result, chunk_ranges, combine, parse_values, to_frame  # noqa: F401
-from capplan.store import Store
+from capplan.store import atomic
+from capplan.store.local import Store
 from forecasting.types import HISTORY_COLUMNS, SeriesMeta
 
 ChunkCallback = Callable[[str, int, int, int], None]
@@ -143,7 +143,7 @@ class IngestResult:
     empty (a first pull returned nothing) or failed; ``exit_code``: 0, 2 (bad input: 4xx,
     empty first pull) or 1 (unreachable, 5xx). ``idle_steps``/``missing_steps`` and their
     ranges: steps stored as 0 (exporter up, nothing requested) and steps without a value
-    (exporter down) of this pull (:mod:`capplan.sources.prom_coverage`)."""
+    (exporter down) of this pull (:mod:`capplan.prometheus.coverage`)."""
 
     series_id: str
     status: str

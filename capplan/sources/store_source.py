@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from capplan.errors import InputError
 from capplan.sources.history import LoadedHistory
-from capplan.store import Store
+from capplan.store.local import Store
 
 
 def load_store(arg: str = "", *, config=None, **_) -> LoadedHistory:

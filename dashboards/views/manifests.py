@@ -1,5 +1,5 @@
 """Manifests: every file that ``capplan export --validate`` reads in the run folder
-(:func:`capplan.validation.folder_files`: the manifests and the JSON data files such as
+(:func:`capplan.report.validation.folder_files`: the manifests and the JSON data files such as
 report.json, so both count the same files), with its validation status, a download
 button per file and one for the whole set (zip)."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from capplan.report.validation import CROSS_FILE_RULES, file_statuses, validate_folder
 from dashboards import common as c
 from dashboards import paths
-from capplan.validation import CROSS_FILE_RULES, file_statuses, validate_folder
 
 ctx, rep = c.page("Manifests")
 

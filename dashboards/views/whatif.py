@@ -7,7 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from capplan.whatif import DAILY_RULES, QUANTILE_CHOICES as QUANTILES, TOPUP_CHOICES as TOPUPS
+from capplan.backtest.whatif import DAILY_RULES
+from capplan.backtest.whatif import QUANTILE_CHOICES as QUANTILES
+from capplan.backtest.whatif import TOPUP_CHOICES as TOPUPS
 from dashboards import common as c
 
 ctx, rep = c.page("What-if")
@@ -76,7 +78,7 @@ with left:
                                                        value=rec.get("prescale_quantile", "none"), key=f"wi_{k}_pq")
         params["prescale_lead_s"] = st.slider("Pre-scaling lead (s)", 0, 3600, int(rec.get("prescale_lead_s", 0)), 60,
                                               key=f"wi_{k}_lead")
-        if rec.get("family") == "lookahead":  # optimizer.lookahead: level window and error quantile
+        if rec.get("family") == "lookahead":  # optimizer.inference.lookahead: level window and error quantile
             params["level_window_s"] = st.slider("Lookahead level window (s)", 0, 3600,
                                                  int(rec.get("level_window_s", 0)), 60, key=f"wi_{k}_lw")
             params["headroom_quantile"] = st.slider("Lookahead quantile of past errors", 0.5, 0.999,

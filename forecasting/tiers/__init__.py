@@ -6,8 +6,17 @@ per series or one global model, its typed :class:`TierSettings`) and one line he
 ``docs/tiers.md``. Heavy libraries (TensorFlow, Prophet) load only when a model is fitted.
 """
 
-from forecasting.tiers.base import (Forecaster, TierSettings, available, forecaster_class, is_global, make, names,
-                                    register, tier_options)
+from forecasting.tiers.base import (
+                                    Forecaster,
+                                    TierSettings,
+                                    available,
+                                    forecaster_class,
+                                    is_global,
+                                    make,
+                                    names,
+                                    register,
+                                    tier_options,
+)
 from forecasting.tiers.daily_lstm import DailyLSTM
 from forecasting.tiers.hourly_ets import HourlyETS
 from forecasting.tiers.naive import Naive, SeasonalNaive
@@ -27,7 +36,7 @@ register("prophet", DefaultProphet, "benchmark")  # default Prophet: scored, nev
 TIER_NAMES = names("tier")
 """The plan tiers, each with its own plan forecast in ``forecasts.parquet``."""
 ROLLING_MODELS = names("tier", "member")
-"""The models combined per series (:mod:`forecasting.assemble`), in this order."""
+"""The models combined per series (:mod:`forecasting.combining.assemble`), in this order."""
 
 __all__ = ["Forecaster", "TierSettings", "available", "forecaster_class", "is_global", "make", "names", "register",
            "tier_options", "TIER_NAMES", "ROLLING_MODELS"]

@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict
 from forecasting.registry import library_versions
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
-
 #: Version of the ``forecaster.json`` layout written by :meth:`Forecaster.save`.
 SAVE_FORMAT = 1
 #: Libraries whose versions a saved model records (distribution names).

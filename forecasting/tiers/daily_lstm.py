@@ -52,11 +52,10 @@ import os
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from forecasting.calendar import FEATURES, calendar_features
 from forecasting.regularise import hourly_columns
-from pydantic import Field
-
 from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta

@@ -73,7 +73,7 @@ class HistoryRule(Forecaster):
 
     season_steps: int | None = None
     # the fit is a no-op and each origin's forecast depends only on the history before it, so daily
-    # refit blocks change no figure; they let a rerun reuse every unchanged day (capplan.cache)
+    # refit blocks change no figure; they let a rerun reuse every unchanged day (capplan.run.cache)
     refit_every = "1D"
 
     def quantiles(self, y: np.ndarray) -> np.ndarray:

@@ -8,7 +8,7 @@ Why (a combination that leaves naive when the evidence is there)
     for which the conditional *median* is the optimal point forecast (Gneiting
     2011, "Making and evaluating point forecasts"), so these members use
     medians, never means. They are members of the combination
-    (:data:`forecasting.assemble.ROLLING_MODELS`), not tiers: the tiers stay the
+    (:data:`forecasting.combining.assemble.ROLLING_MODELS`), not tiers: the tiers stay the
     models the design card names (ETS hourly, LSTM daily, Prophet weekly).
 
 Point forecasts at an origin with history ``y[..T]`` (5-minute grid, GPUs or replicas), lead ``h`` steps
@@ -27,7 +27,7 @@ Point forecasts at an origin with history ``y[..T]`` (5-minute grid, GPUs or rep
 Quantiles: the point plus the empirical quantiles of the change over ``h``
 steps in the history (:func:`forecasting.tiers.naive.naive_quantiles`'s
 spread around the last value). The combination's bands are re-centred by the
-calibration (:mod:`forecasting.conformal`), so these matter only before it
+calibration (:mod:`forecasting.combining.conformal`), so these matter only before it
 has errors to work with.
 
 Choices. Candidates (medians of the last 6 h, 1, 3 and 7 days; the 7-day

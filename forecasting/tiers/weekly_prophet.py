@@ -43,12 +43,11 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 from scipy.optimize import nnls
 
 from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
 from forecasting.regularise import hourly_columns
-from pydantic import Field
-
 from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta

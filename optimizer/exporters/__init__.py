@@ -45,8 +45,14 @@ from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.exporters.policy_fields import human
 from optimizer.exporters.settings import ExportSettings, coerce
-from optimizer.exporters.validate import ExportValidationError, Problem, default_schemas_dir, validate_dir, validate_files
-from optimizer.policy import SeriesPlan
+from optimizer.exporters.validate import (
+    ExportValidationError,
+    Problem,
+    default_schemas_dir,
+    validate_dir,
+    validate_files,
+)
+from optimizer.plan.policy import SeriesPlan
 
 ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
 OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
@@ -115,7 +121,7 @@ def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Pat
     and validate them. Returns the written paths.
 
     ``out_dir`` should be a temporary folder that the caller renames into place
-    (the pipeline does, via ``capplan.atomic.replace_dir``).
+    (the pipeline does, via ``capplan.store.atomic.replace_dir``).
 
     Raises
     ------

@@ -6,8 +6,8 @@ same list goes under ``rules.external``). One rule per inference service: the
 metric ``capplan_gpu_util_<name>`` is the **sum** of ``DCGM_FI_DEV_GPU_UTIL``
 (percent, 0–100 per GPU; NVIDIA DCGM field ``DCGM_FI_DEV_GPU_UTIL``) over the
 service's pods in the HPA's namespace, one element. A service on the ``lookahead`` family
-(:mod:`optimizer.lookahead`) gets a second rule, ``capplan_lookahead_<name>``: the level of that
-sum plus the tuned quantile of its errors (:func:`optimizer.lookahead.promql`), in the same unit.
+(:mod:`optimizer.inference.lookahead`) gets a second rule, ``capplan_lookahead_<name>``: the level of that
+sum plus the tuned quantile of its errors (:func:`optimizer.inference.lookahead.promql`), in the same unit.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from optimizer.exporters import predictive
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.hpa import external_metric_name, lookahead_metric_name, pod_regex
-from optimizer.lookahead import promql
-from optimizer.policy import InferenceParams, SeriesPlan
+from optimizer.inference.lookahead import promql
+from optimizer.plan.policy import InferenceParams, SeriesPlan
 
 PATH = "adapter/prometheus-adapter-rules.yaml"
 

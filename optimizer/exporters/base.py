@@ -10,7 +10,7 @@ import yaml
 
 from optimizer.exporters.names import assign_names, workload_name
 from optimizer.exporters.settings import ExportSettings, TargetSettings
-from optimizer.policy import SeriesPlan
+from optimizer.plan.policy import SeriesPlan
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "capplan"}
 SERIES_ANNOTATION = "capplan.io/series-id"

@@ -15,14 +15,14 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
   ``targetUtilization`` (**ratio** 0–1), ``fallbackReplicas``, ``prescale`` windows
   (UTC ISO ``start``/``end``, ``desiredReplicas``) with their lead time;
 * ``params``: the tuned parameters, keys in camelCase, units as in
-  :mod:`optimizer.policy` (ratios 0–1, ``*Percent`` in percent, ``*S`` seconds);
+  :mod:`optimizer.plan.policy` (ratios 0–1, ``*Percent`` in percent, ``*S`` seconds);
 * ``expected``: ``recommended`` and ``baseline`` replay metrics
   (``costUsd`` in USD, ``coverage`` and ``idleRatio`` ratios, ``unmet`` in
   GPU- or replica-hours), with the purchase ``mix`` (``reserved``, ``spot``, ``onDemand``:
   ``gpuHours``, ``costUsd``) and ``spotRefusedGpuHours``; the file's header comments list each
   series' mix and say which training pools are planned all on spot, and why;
 * ``baselineLevels``: what the seeds' rules of thumb would set from the last
-  day of history (:mod:`optimizer.history_levels`);
+  day of history (:mod:`optimizer.plan.history_levels`);
 * ``forecastVersion``, ``validFrom``, ``fallbacks``.
 
 Floats are rounded for reading (:func:`human`: 4 significant digits, cents
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import yaml
 
-from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
 from optimizer.exporters.base import Context, Doc, register
+from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
 from optimizer.exporters.policy_fields import camel, camel_dict, human, param_problems, snake, snake_dict
 from optimizer.exporters.schemas import default_schemas_dir
-from optimizer.policy import Metrics, SeriesPlan
+from optimizer.plan.policy import Metrics, SeriesPlan
 
 API_VERSION = "capplan.io/v1alpha1"
 KIND = "DispatcherPolicy"
@@ -58,7 +58,7 @@ _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "targ
 
 def _metrics_entry(m: Metrics) -> dict:
     """A policy's replay figures in camelCase, its purchase ``mix`` too (layers ``reserved``, ``spot``,
-    ``onDemand``, each ``{gpuHours, costUsd}``; :func:`optimizer.purchase.layer_mix`); ``None``
+    ``onDemand``, each ``{gpuHours, costUsd}``; :func:`optimizer.book.purchase.layer_mix`); ``None``
     values (a run before the mix) are left out."""
     d = {k: v for k, v in m.model_dump().items() if v is not None}
     mix = d.pop("mix", None)
@@ -78,7 +78,7 @@ def _metrics_of(d: dict) -> Metrics:
 def mix_comment(p: SeriesPlan) -> str | None:
     """One comment line of ``policy.yaml``'s header: the recommended purchase mix of ``p`` (share of
     GPU-hours and USD per layer), and for a training pool planned all on spot, that it is and why;
-    for one that reserves GPUs, why (:mod:`optimizer.committed`).
+    for one that reserves GPUs, why (:mod:`optimizer.training.committed`).
     None when the plan carries no mix."""
     mix = p.recommended.mix
     if not mix:

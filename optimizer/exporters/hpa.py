@@ -17,7 +17,7 @@ prometheus-adapter from the DCGM exporter (rule in :mod:`.adapter`):
 one ``Percent`` rate policy per direction with ``periodSeconds`` (1–1800 s)
 (HPA docs, "Configurable scaling behavior"). Resource metrics (cpu, memory)
 are added only when ``export.resource_metrics`` configures them. A service on the
-``lookahead`` family (:mod:`optimizer.lookahead`) gets a second External metric,
+``lookahead`` family (:mod:`optimizer.inference.lookahead`) gets a second External metric,
 ``capplan_lookahead_<name>`` (level plus the tuned quantile of its errors, percent points),
 with ``averageValue`` 100 x GPUs per replica: the HPA proposes ``ceil(metric / averageValue)``
 replicas from it and takes the larger of its metrics' proposals (HPA docs, "Algorithm details").
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.predictive import predictive_metric, uses_predictive
-from optimizer.policy import InferenceParams, SeriesPlan
+from optimizer.plan.policy import InferenceParams, SeriesPlan
 
 THRESHOLD_NOTE = ("percent points per replica: AverageValue divides the summed DCGM_FI_DEV_GPU_UTIL (0-100 per GPU) "
                   "by the replica count")
@@ -102,7 +102,7 @@ LOOKAHEAD_NOTE = ("lookahead family: 100 x GPUs per replica, so desired replicas
 
 
 def lookahead_metric_name(name: str) -> str:
-    """The External metric of a ``lookahead`` service (:mod:`optimizer.lookahead`, rule in :mod:`.adapter`)."""
+    """The External metric of a ``lookahead`` service (:mod:`optimizer.inference.lookahead`, rule in :mod:`.adapter`)."""
     return "capplan_lookahead_" + name.replace("-", "_")
 
 

@@ -16,14 +16,14 @@ Per inference series (KEDA docs "Scaling Deployments", "Prometheus" scaler,
   scale-down;
 * ``fallback`` (``failureThreshold``, ``replicas``) — KEDA supports it only for
   ``AverageValue`` triggers, which all of these are. ``replicas`` is the plan's
-  p95 need for the next 24 h (:func:`optimizer.prescale.fallback_replicas`),
+  p95 need for the next 24 h (:func:`optimizer.inference.prescale.fallback_replicas`),
   so an outage holds forecast demand instead of ``maxReplicaCount``;
 * ``advanced.horizontalPodAutoscalerConfig.behavior`` from the tuned policy;
-* with the ``lookahead`` family (:mod:`optimizer.lookahead`), a second ``prometheus`` trigger
+* with the ``lookahead`` family (:mod:`optimizer.inference.lookahead`), a second ``prometheus`` trigger
   ``lookahead`` whose query is the level plus the tuned quantile of its errors
   (:func:`lookahead_trigger`), ``threshold`` 100 x GPUs per replica (replicas at 100 %), and no
   cron windows (the family does not use the forecast peaks);
-* with the ``hpa`` family, one ``cron`` trigger per forecast peak (:func:`optimizer.prescale.prescale_windows`)
+* with the ``hpa`` family, one ``cron`` trigger per forecast peak (:func:`optimizer.inference.prescale.prescale_windows`)
   (``timezone``, ``start``, ``end``, ``desiredReplicas``). The HPA takes the
   largest of the triggers, so pre-scaling only ever adds replicas. The cron
   fields are the window's weekday and time in the series' timezone, so a
@@ -45,13 +45,21 @@ import datetime as dt
 from zoneinfo import ZoneInfo
 
 from optimizer.exporters.base import SCALE_TO_ZERO_ANNOTATION, Context, Doc, register
-from optimizer.exporters.hpa import (LOOKAHEAD_NOTE, behavior, behavior_notes, min_replicas, pod_regex, quantity,
-                                     replica_notes, target_percent)
+from optimizer.exporters.hpa import (
+    LOOKAHEAD_NOTE,
+    behavior,
+    behavior_notes,
+    min_replicas,
+    pod_regex,
+    quantity,
+    replica_notes,
+    target_percent,
+)
 from optimizer.exporters.predictive import NOTE as PREDICTIVE_NOTE
 from optimizer.exporters.predictive import predictive_trigger, uses_predictive
 from optimizer.exporters.settings import PROMETHEUS_PLACEHOLDER
-from optimizer.lookahead import promql
-from optimizer.policy import InferenceParams, SeriesPlan
+from optimizer.inference.lookahead import promql
+from optimizer.plan.policy import InferenceParams, SeriesPlan
 
 AUTH_NAME = "capplan-prometheus"
 THRESHOLD_NOTE = ("per replica (metricType AverageValue): percent points of summed DCGM_FI_DEV_GPU_UTIL "
@@ -77,7 +85,7 @@ def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
     ------
     ValueError: the end is not after the start, or the window lasts more than a day (a
         weekly cron pair cannot say "this week only", so such a window would repeat as
-        a standing floor; :func:`optimizer.prescale.prescale_windows` never makes one).
+        a standing floor; :func:`optimizer.inference.prescale.prescale_windows` never makes one).
     """
     z = ZoneInfo(tz)
     a, b = _local(start_iso, z), _local(end_iso, z)
@@ -94,12 +102,12 @@ def cron_window(start_iso: str, end_iso: str, tz: str) -> tuple[str, str]:
 
 def lookahead_trigger(series_query: str, p: InferenceParams, gpus_per_replica: int, prom: dict,
                       scrape_s: int = 60) -> dict:
-    """The ``lookahead`` family's trigger (:mod:`optimizer.lookahead`): a ``prometheus`` trigger
-    on :func:`optimizer.lookahead.promql` of the service's summed GPU utilisation (percent points),
+    """The ``lookahead`` family's trigger (:mod:`optimizer.inference.lookahead`): a ``prometheus`` trigger
+    on :func:`optimizer.inference.lookahead.promql` of the service's summed GPU utilisation (percent points),
     ``AverageValue`` with ``threshold`` = 100 x GPUs per replica, so the HPA asks for
     ``ceil(level + margin)`` replicas at 100 % utilisation; server and authentication as the
     utilisation trigger ``prom``; ``scrape_s``: the exporter's scrape interval (s), the resolution
-    of each step's peak (:func:`optimizer.lookahead.promql`)."""
+    of each step's peak (:func:`optimizer.inference.lookahead.promql`)."""
     md = {k: v for k, v in prom["metadata"].items() if k not in ("query", "threshold", "activationThreshold")}
     md.update({"query": promql(series_query, p, scrape_s), "threshold": quantity(100.0 * gpus_per_replica)})
     out = {"type": "prometheus", "name": "lookahead", "metricType": "AverageValue", "metadata": md}

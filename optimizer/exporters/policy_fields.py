@@ -12,7 +12,7 @@ import re
 
 from pydantic import ValidationError
 
-from optimizer.policy import InferenceParams, TrainingParams
+from optimizer.plan.policy import InferenceParams, TrainingParams
 
 SIGNIFICANT = 4  # digits a human reads in policy.yaml; USD keep cents
 
@@ -55,12 +55,12 @@ def param_problems(entry: dict) -> list[tuple[str, str]]:
     """``(path, rule)`` for each reason the ``params`` of one ``spec.series`` entry of a
     DispatcherPolicy cannot drive its autoscaler (``path`` relative to the entry, e.g.
     ``params.minReplicas``): an inference entry's params must be an
-    :class:`optimizer.policy.InferenceParams` (what the KEDA/HPA writers render), with
+    :class:`optimizer.plan.policy.InferenceParams` (what the KEDA/HPA writers render), with
     ``minReplicas`` not above ``maxReplicas`` (Kubernetes' HPA rule), and its ``scaling``
     replica bounds and target must agree with ``params``, which the writers render (a hand
     edit of ``scaling`` alone would change nothing). The rule is pydantic's message or
     capplan's; a value is never repeated (a hand-edited file may hold anything).
-    A training entry's params must be an :class:`optimizer.policy.TrainingParams`: the Volcano queue
+    A training entry's params must be an :class:`optimizer.plan.policy.TrainingParams`: the Volcano queue
     reads the capacity, not them, but the object is applied as it is, and a value JSON cannot hold
     (NaN, inf in ``dayErrorsGpus``) fails ``kubectl apply``."""
     if not isinstance(entry, dict) or entry.get("kind") not in ("inference", "training"):

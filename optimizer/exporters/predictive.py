@@ -1,15 +1,15 @@
-"""Predictive scaling through a served metric (:mod:`optimizer.predictive`): the KEDA trigger, the
+"""Predictive scaling through a served metric (:mod:`optimizer.inference.predictive`): the KEDA trigger, the
 HPA External metric and its prometheus-adapter rule.
 
 ``capplan serve`` exposes ``capplan_forecast_demand{series, quantile, lead}`` (replicas at 100 %
-utilisation; :mod:`capplan.serve_metrics`) and Prometheus scrapes it. The autoscaler reads
+utilisation; :mod:`capplan.serve.metrics`) and Prometheus scrapes it. The autoscaler reads
 
     max(capplan_forecast_demand{series="<name>", quantile="<q>", lead="<L>"})
 
 (one element, as KEDA's Prometheus scaler needs; ``max`` also drops the scrape's own labels), with
 ``L`` = ``export.predictive_lead_s`` (default 150 s: the 90 s cold start plus the 60 s metrics lag,
-:func:`optimizer.predictive.predictive_lead_s`) and ``q`` the policy's
-:func:`optimizer.predictive.predictive_quantile`. With ``metricType: AverageValue`` and
+:func:`optimizer.inference.predictive.predictive_lead_s`) and ``q`` the policy's
+:func:`optimizer.inference.predictive.predictive_quantile`. With ``metricType: AverageValue`` and
 ``threshold`` = ``target_utilization`` the HPA asks for ``ceil(predicted / target_utilization)``
 replicas (Kubernetes HPA docs, "Algorithm details"); beside the live GPU-utilisation trigger, it takes
 the larger: exactly the replayed rule. Label values are escaped for PromQL (:func:`promql_label`).
@@ -21,8 +21,8 @@ pre-scaling windows are then left out (the served forecast replaces them).
 from __future__ import annotations
 
 from optimizer.exporters.base import Context
-from optimizer.policy import InferenceParams, SeriesPlan
-from optimizer.predictive import predictive_quantile
+from optimizer.inference.predictive import predictive_quantile
+from optimizer.plan.policy import InferenceParams, SeriesPlan
 
 METRIC = "capplan_forecast_demand"
 TRIGGER_NAME = "predicted-demand"

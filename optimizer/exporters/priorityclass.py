@@ -15,7 +15,7 @@ None is ``globalDefault``. Cluster-scoped: no namespace.
 from __future__ import annotations
 
 from optimizer.exporters.base import Context, Doc, register
-from optimizer.policy import SeriesPlan
+from optimizer.plan.policy import SeriesPlan
 
 TIERS = [
     ("capplan-realtime-inference", 1_000_000, "PreemptLowerPriority",

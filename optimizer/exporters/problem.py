@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+
 def yaml_problem(exc: Exception) -> str:
     """A YAML parse error (``yaml.YAMLError``) or a decoding error as ``at line L, column C:
     <problem>``, never the file's text: PyYAML's own message quotes the offending lines,

@@ -1,8 +1,8 @@
 """Read the autoscaling parameters back from a written ``ScaledObject`` or ``HorizontalPodAutoscaler``.
 
 What a cluster runs is the manifest, not ``policy.yaml``'s ``params``; this module recovers the
-:class:`optimizer.policy.InferenceParams` fields a manifest carries, so a check can replay them
-(:func:`optimizer.replay.replay_inference`) and compare with the recommended figures:
+:class:`optimizer.plan.policy.InferenceParams` fields a manifest carries, so a check can replay them
+(:func:`optimizer.engine.replay.replay_inference`) and compare with the recommended figures:
 
 * ``min_replicas`` / ``max_replicas``: ``minReplicaCount`` / ``maxReplicaCount`` (KEDA) or
   ``minReplicas`` / ``maxReplicas`` (HPA);
@@ -13,9 +13,9 @@ What a cluster runs is the manifest, not ``policy.yaml``'s ``params``; this modu
   ``period_s``: the ``behavior`` (:func:`optimizer.exporters.hpa.behavior`);
 * ``family``: ``lookahead`` when a ``lookahead`` trigger (KEDA) or ``capplan_lookahead_*`` metric
   (HPA) is present, ``predictive`` when the predicted-demand trigger or metric is, else ``hpa``;
-* with a ``lookahead`` KEDA trigger, from its query (:func:`optimizer.lookahead.promql`):
+* with a ``lookahead`` KEDA trigger, from its query (:func:`optimizer.inference.lookahead.promql`):
   ``headroom_quantile`` (the ``quantile_over_time`` level), ``data_step_s`` (the subquery step) and
-  ``level_window_s`` (the level's range: whole steps, less the one second of :func:`optimizer.lookahead._range`;
+  ``level_window_s`` (the level's range: whole steps, less the one second of :func:`optimizer.inference.lookahead._range`;
   one step reads back as 0, the policy's "last value");
 * with a predicted-demand KEDA trigger: ``prescale_quantile`` (its ``quantile`` label).
 
@@ -47,7 +47,7 @@ def _behavior(b: dict, where: str) -> dict:
 
 def lookahead_fields(query: str) -> dict:
     """``headroom_quantile``, ``data_step_s`` and ``level_window_s`` from a lookahead query (module
-    docstring). Raises ValueError when the query is not one :func:`optimizer.lookahead.promql` writes."""
+    docstring). Raises ValueError when the query is not one :func:`optimizer.inference.lookahead.promql` writes."""
     q, lv = _QUANTILE.search(query), _LEVEL.match(query)
     if not q or not lv:
         raise ValueError(f"lookahead query not in capplan's form: {query[:120]}")
@@ -58,7 +58,7 @@ def lookahead_fields(query: str) -> dict:
 
 
 def scaledobject_params(obj: dict, gpus_per_replica: int = 1) -> dict:
-    """The :class:`optimizer.policy.InferenceParams` fields a KEDA ``ScaledObject`` carries (module docstring)."""
+    """The :class:`optimizer.plan.policy.InferenceParams` fields a KEDA ``ScaledObject`` carries (module docstring)."""
     spec = obj.get("spec") or {}
     triggers = {t.get("name"): t for t in spec.get("triggers", [])}
     if "gpu-utilization" not in triggers:
@@ -77,7 +77,7 @@ def scaledobject_params(obj: dict, gpus_per_replica: int = 1) -> dict:
 
 
 def hpa_params(obj: dict, gpus_per_replica: int = 1) -> dict:
-    """The :class:`optimizer.policy.InferenceParams` fields an ``autoscaling/v2`` HPA carries (module docstring)."""
+    """The :class:`optimizer.plan.policy.InferenceParams` fields an ``autoscaling/v2`` HPA carries (module docstring)."""
     spec = obj.get("spec") or {}
     ext = [m["external"] for m in spec.get("metrics", []) if m.get("type") == "External"]
     if not ext:

@@ -1,7 +1,7 @@
 """Export settings (the ``export:`` section of ``capplan.yaml``).
 
 Units: ratios are 0–1, percentages are named ``*_percent``, seconds ``*_s``.
-``capplan.config.ExportConfig`` subclasses :class:`ExportSettings`, so the
+``capplan.config.settings.ExportConfig`` subclasses :class:`ExportSettings`, so the
 optimizer layer never imports ``capplan``.
 """
 
@@ -120,7 +120,7 @@ class ExportSettings(BaseModel):
       placeholder in the manifest and warned about).
     * ``fallback_failure_threshold``/``fallback_replicas``: KEDA ``fallback``;
       ``fallback_replicas=None`` uses the plan's p95 replicas for the next 24 h
-      (:func:`optimizer.prescale.fallback_replicas`).
+      (:func:`optimizer.inference.prescale.fallback_replicas`).
     * ``capability_limit``: Volcano ``capability`` is at most the pool's quota
       (``quota``, the default) or the plan's cap even above it (``plan``).
     * ``allow_scale_to_zero``: permit ``minReplicaCount: 0`` (KEDA only).
@@ -130,7 +130,7 @@ class ExportSettings(BaseModel):
     * ``kubernetes_version``: schema version for ``kubernetes-validate``.
     * ``scrape_interval_s``: how often the GPU metric is scraped (seconds); the ``lookahead``
       family's query takes each step's peak at this resolution, as a pull stores it
-      (:func:`optimizer.lookahead.promql`). Default: ``prometheus.scrape_interval`` of
+      (:func:`optimizer.inference.lookahead.promql`). Default: ``prometheus.scrape_interval`` of
       ``capplan.yaml``, else :data:`DEFAULT_SCRAPE_S` (Prometheus' default, 1m).
     * ``namespace``: the namespace of every object whose series names none (``targets``).
     * ``pod_label``: the label holding the pod's name on ``gpu_metric`` (``exported_pod`` when

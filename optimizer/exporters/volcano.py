@@ -37,9 +37,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from optimizer.book.purchase_check import NEED_BASIS
 from optimizer.exporters.base import Context, Doc, register
-from optimizer.policy import SeriesPlan
-from optimizer.purchase_check import NEED_BASIS
+from optimizer.plan.policy import SeriesPlan
 
 QUOTA_ANNOTATION = "capplan.io/quota-gpus"
 PLANNED_ANNOTATION = "capplan.io/planned-gpus"

@@ -8,11 +8,10 @@ import pandas as pd
 import pytest
 
 from benchmarks import common, predictive
-from capplan import pipeline
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
+from capplan.run import pipeline
+from capplan.run.state import PlanState, Prepared
 from capplan.sources import LoadedHistory
-from capplan.sources.sample import sample_dir
-from capplan.state import PlanState, Prepared
 from forecasting.types import SeriesMeta
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting.backtest import Windows, summarise
 from benchmarks.frames import load_frames, rescore, save_frames, window_bounds
+from forecasting.backtest import Windows, summarise
 from forecasting.types import QCOLS
 
 STEP = pd.Timedelta("5min")

@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.policy_hindsight import LOOKAHEAD_HINDSIGHT, hindsight_best, hindsight_points
-from optimizer.peers import replay_peers
-from optimizer.prices import GpuPrice
-from optimizer.replay import ReplayInput
-from optimizer.search_settings import SearchSettings
-from optimizer.tuning import PolicyReplay
+from optimizer.book.prices import GpuPrice
+from optimizer.engine.replay import ReplayInput
+from optimizer.rivals.peers import replay_peers
+from optimizer.search.settings import SearchSettings
+from optimizer.search.tuning import PolicyReplay
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capplan.stages.combine import combine
-from capplan.stages.forecast import forecast
-from capplan.stages.load import prepare
-from capplan.state import PlanState
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
+from capplan.run.stages.combine import combine
+from capplan.run.stages.forecast import forecast
+from capplan.run.stages.load import prepare
+from capplan.run.state import PlanState
 from capplan.sources import LoadedHistory
 from forecasting.types import SeriesMeta
 

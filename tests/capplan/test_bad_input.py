@@ -13,7 +13,7 @@ import pytest
 from capplan.errors import InputError
 from capplan.sources import load_source
 from capplan.sources.implausible import mask_implausible, spike_warnings
-from capplan.store import Store
+from capplan.store.local import Store
 from forecasting.keys import file_key
 from forecasting.registry import ModelRegistry
 from forecasting.types import SeriesMeta
@@ -115,7 +115,7 @@ def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     assert code == 0, err
     s = json.loads(out)["series"]["a"]
     assert any("2 implausible value(s)" in n for n in s["fallbacks"]), s["fallbacks"]
-    # the report puts its verdicts on the evaluation window first (capplan.report); the ledger follows,
+    # the report puts its verdicts on the evaluation window first (capplan.report.model); the ledger follows,
     # the data's own warnings first: the kept spike may well make the plan dearer than the baseline
     ledger = [w for w in s["warnings"] if not w.startswith("policy: ")]
     assert ledger[0].startswith("data: 1 value(s) above") and "row 602" in ledger[0], s["warnings"]
@@ -303,7 +303,7 @@ def test_ids_and_units_the_exporters_cannot_take_exit_2_at_load(tmp_path, sid, u
 
 
 def test_min_replicas_above_max_replicas_is_refused_at_config_load(tmp_path):
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     p = tmp_path / "c.yaml"
     p.write_text("plan:\n  inference_bounds:\n    min_replicas: [5, 10]\n    max_replicas: 2\n")
@@ -334,7 +334,7 @@ def test_a_negative_seed_exits_2_before_any_work(tmp_path, capsys, cmd):
 
 
 def test_a_config_key_given_twice_exits_2_naming_it(tmp_path):
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     p = tmp_path / "c.yaml"
     p.write_text("plan:\n  n_calls: 8\n  coverage_target: 0.9\n  n_calls: 30\n")
@@ -357,7 +357,7 @@ def test_a_series_whose_kind_changes_midway_exits_2(tmp_path):
 
 
 def test_a_store_setting_that_names_a_file_exits_2(tmp_path):
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     (tmp_path / "afile").write_text("x")
     p = tmp_path / "c.yaml"
@@ -377,7 +377,7 @@ def test_a_stored_series_without_its_document_is_planned_with_a_note(tmp_path):
 
 
 def test_a_cold_start_beyond_an_hour_is_refused_at_config_load(tmp_path):
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     p = tmp_path / "c.yaml"
     p.write_text("plan:\n  cold_start_s: 7000\n")
@@ -390,10 +390,10 @@ def test_the_longest_lag_and_cold_start_build_a_policy_of_either_family(step_s):
     """Every inference policy carries the lookahead family's lead and span, so the largest metrics lag
     and cold start the settings allow must fit InferenceParams' bounds at any data step (they failed
     after the forecast stage before)."""
-    from optimizer.lookahead import cold_steps, lead_steps
-    from optimizer.policy import InferenceParams
-    from optimizer.search import INFERENCE_ANCHORS, inference_space
-    from optimizer.search_settings import SearchSettings
+    from optimizer.inference.lookahead import cold_steps, lead_steps
+    from optimizer.plan.policy import InferenceParams
+    from optimizer.search.policy_search import INFERENCE_ANCHORS, inference_space
+    from optimizer.search.settings import SearchSettings
 
     hi = SearchSettings.model_fields["cold_start_s"].metadata
     cold = lag = 3600
@@ -425,7 +425,7 @@ def test_data_coarser_than_the_grid_exits_2_naming_the_series(tmp_path, capsys):
 def test_prometheus_urls_with_credentials_are_refused_where_they_would_reach_the_manifests(tmp_path, url, section):
     """export.prometheus_url becomes KEDA's serverAddress in every ScaledObject: credentials or a token in
     its query would be written into the manifests and the run's record, so it is checked as prometheus.url."""
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     p = tmp_path / "c.yaml"
     p.write_text(f"{section}: '{url}'\n")
@@ -510,7 +510,7 @@ def test_out_that_holds_files_capplan_did_not_write_is_refused_naming_them(tmp_p
 
 def test_export_out_refuses_to_delete_files_capplan_did_not_write(tmp_path, capsys):
     """`capplan export --out` deleted the user's files under manifests/ and crds/."""
-    from tests.optimizer.test_lookahead import _written
+    from tests.optimizer.inference.test_lookahead import _written
 
     out = _written(tmp_path / "o", lambda t: t)
     (out / "manifests" / "mine.yaml").write_text("kind: ConfigMap\n")
@@ -552,7 +552,7 @@ def test_out_inside_the_store_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize("url", ["https://prom.example:99999", "http://127.0.0.1:abc", "https://prom.example:9090;x=1"])
 def test_a_prometheus_url_with_a_bad_port_is_a_config_error(tmp_path, url):
     """these passed the config check and failed only after retries as 'not Prometheus'."""
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     p = tmp_path / "c.yaml"
     p.write_text(f"prometheus: {{url: '{url}'}}\n")

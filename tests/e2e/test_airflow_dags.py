@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from capplan import airflow_jobs as jobs
+from capplan.airflow import jobs as jobs
 from tests.ci import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -241,7 +241,7 @@ def test_end_to_end_artefacts(pipeline):
 
 
 def jobs_store_ids(store: Path) -> list[str]:
-    from capplan.store import Store
+    from capplan.store.local import Store
 
     return Store(store).series_ids()
 
@@ -260,7 +260,7 @@ def test_rerun_same_logical_date_leaves_one_set_of_outputs(pipeline):
     assert after == before  # deterministic for a fixed seed
 
 
-# -- capplan.airflow_jobs without Airflow ------------------------------------------------------------
+# -- capplan.airflow.jobs without Airflow ------------------------------------------------------------
 def test_ld_key():
     import datetime as dt
 
@@ -285,7 +285,7 @@ def test_resolve_config_path(tmp_path, monkeypatch):
 
 
 def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
 
     # setenv first, so that monkeypatch records the variables and removes what the code sets
     # (delenv of an absent variable records nothing: the token would leak into later tests)
@@ -323,7 +323,7 @@ def test_connection_secrets_do_not_outlive_their_test():
 def test_record_forecasts_keeps_exactly_the_successful_set(tmp_path):
     cfg = tmp_path / "capplan.yaml"
     cfg.write_text("store: store\n")
-    from capplan.store import Store
+    from capplan.store.local import Store
 
     d = Store(tmp_path / "store").forecast_dir("daily", LD)
     d.mkdir(parents=True)

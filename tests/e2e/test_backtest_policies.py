@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from capplan.commands.output import to_csv
-from capplan.policy_table import csv_rows, print_tables
+from capplan.cli.commands.output import to_csv
+from capplan.report.policy_table import csv_rows, print_tables
 from tests.conftest import REPO, run_cli
 
 T0 = pd.Timestamp("2024-03-04", tz="UTC")

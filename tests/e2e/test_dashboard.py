@@ -94,17 +94,17 @@ def _usd(x: float) -> str:
     return f"${x:,.0f}"
 
 
-# -- capplan.whatif ------------------------------------------------------------------------
+# -- capplan.backtest.whatif ------------------------------------------------------------------------
 def test_whatif_reproduces_recorded_figures(fixture_run):
-    from capplan.whatif import load_whatif
-    from optimizer.expressed import expressible
+    from capplan.backtest.whatif import load_whatif
+    from optimizer.rivals.expressed import expressible
 
     for sid in SERIES:
         wi = load_whatif(fixture_run["run_dir"], sid)
         m, traj = wi.simulate(wi.recommended_params)
         s = fixture_run["report"]["series"][sid]
         # the params' own figures: the recommendation's when the exports carry it (a searched policy or an
-        # expressible peer, optimizer.expressed), else the searched policy's
+        # expressible peer, optimizer.rivals.expressed), else the searched policy's
         carried = s["recommended_policy"] == "searched" or expressible(s["recommended_policy"], s["kind"])
         rec = s["recommended"] if carried else (s.get("searched") or s["recommended"])
         assert m.cost_usd == pytest.approx(rec["cost_usd"], rel=1e-9)
@@ -117,7 +117,7 @@ def test_whatif_reproduces_recorded_figures(fixture_run):
 
 
 def test_whatif_policy_change_moves_cost(fixture_run):
-    from capplan.whatif import load_whatif
+    from capplan.backtest.whatif import load_whatif
 
     wi = load_whatif(fixture_run["run_dir"], "train/vc6YE")
     lo, _ = wi.simulate({**wi.recommended_params, "reservation_ratio": 0.0, "spot_fraction": 1.0})
@@ -214,7 +214,7 @@ def test_plan_page(store_env):
 
 
 def test_manifests_page(store_env):
-    from capplan.validation import folder_files
+    from capplan.report.validation import folder_files
 
     run_dir = store_env["run_dir"]
     files = sorted(str(p.relative_to(run_dir)) for p in folder_files(run_dir))  # what export --validate counts
@@ -343,14 +343,14 @@ def test_new_run_job_writes_into_the_dashboard_store(store_env, monkeypatch):
     assert args[args.index("--source") + 1] == "sample" and args[args.index("--series") + 1] == "train/vc6YE"
     cfg = yaml.safe_load(Path(args[args.index("--config") + 1]).read_text())
     assert Path(cfg["store"]) == store_env["store"].resolve()
-    assert cfg["plan"]["n_calls"] == 5 and "--quick" in args  # the CLI applies capplan.quick.apply_quick
+    assert cfg["plan"]["n_calls"] == 5 and "--quick" in args  # the CLI applies capplan.config.quick.apply_quick
     assert job.rc is None
     jobs._registry().clear()
 
 
 # -- the command ---------------------------------------------------------------------------
 def test_dashboard_command_defaults_and_errors(tmp_path):
-    from capplan.commands.dashboard import streamlit_command
+    from capplan.cli.commands.dashboard import streamlit_command
 
     cmd = streamlit_command("127.0.0.1", 8501)
     assert cmd[1:4] == ["-m", "streamlit", "run"]
@@ -464,12 +464,11 @@ def test_browser_every_page(browser_available, fixture_run, server, tmp_path_fac
     shots = Path(os.environ.get("CAPPLAN_SCREENSHOTS") or tmp_path_factory.mktemp("screenshots"))
     shots.mkdir(parents=True, exist_ok=True)
     rec = sum(s["recommended"]["cost_usd"] for s in rep["series"].values())
+    from capplan.report.model import Report
     from dashboards.common import MIN_SCORE_POINTS, most_at_stake
 
-    from capplan.report import Report
-
     first = most_at_stake(Report.model_validate(rep))  # every picker starts at the series with the most at stake
-    from capplan.validation import folder_files
+    from capplan.report.validation import folder_files
 
     n_files = len(folder_files(fixture_run["run_dir"]))
     bands = {m: v["bands"]["1h"] for m, v in rep["series"][first]["backtest"].items()

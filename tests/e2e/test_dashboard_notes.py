@@ -4,7 +4,7 @@ peer's parameters beside its own figures, like-with-like forecast comparisons, o
 count shared with ``capplan export --validate``, and the stores it knows.
 
 The run is synthetic: a ``report.json`` written by the test (validated against
-:class:`capplan.report.Report`), so it carries every kind of warning and a peer
+:class:`capplan.report.model.Report`), so it carries every kind of warning and a peer
 recommendation whatever the pipeline's current behaviour. The browser test checks it
 page by page in a real headless Chromium.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capplan.peer_params import policy_parameters
-from capplan.report import Report
-from capplan.validation import folder_files
+from capplan.report.model import Report
+from capplan.report.peer_params import policy_parameters
+from capplan.report.validation import folder_files
 from dashboards import notes as nt
 from tests.e2e.test_dashboard import PAGES, ROOT, _app, _driver, _env, _free_port, _need_browser, _ok
 

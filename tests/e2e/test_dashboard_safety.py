@@ -6,11 +6,9 @@ on its session fixture run."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
@@ -77,7 +75,7 @@ def test_failed_run_leaves_no_temporary_folder(store_env, tmp_path, monkeypatch)
 
 
 def test_pages_open_on_the_series_with_most_at_stake(store_env):
-    from capplan.report import Report
+    from capplan.report.model import Report
     from dashboards.common import most_at_stake
 
     rep = store_env["report"]
@@ -90,7 +88,7 @@ def test_pages_open_on_the_series_with_most_at_stake(store_env):
 
 
 def test_scores_on_too_few_points_are_marked(fixture_run, tmp_path, monkeypatch):
-    from capplan.report import Report
+    from capplan.report.model import Report
     from dashboards.common import MIN_SCORE_POINTS, most_at_stake
 
     store = tmp_path / "store"

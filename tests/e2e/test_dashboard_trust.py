@@ -75,7 +75,7 @@ def test_websocket_refuses_a_foreign_host(server):
 
 
 def test_allowed_hosts_of_a_wildcard_bind():
-    from capplan.commands.dashboard import allowed_hosts, streamlit_command
+    from capplan.cli.commands.dashboard import allowed_hosts, streamlit_command
 
     assert set(allowed_hosts("127.0.0.1")) == {"localhost", "127.0.0.1", "::1"}
     wide = allowed_hosts("0.0.0.0", ["*.example.com"])

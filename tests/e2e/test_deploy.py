@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
 from tests.ci import unavailable
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Executors (capplan/executor.py): same answers on every engine, one series' failure stays its own,
+"""Executors (capplan/run/executor.py): same answers on every engine, one series' failure stays its own,
 a dead worker's task is retried; and `capplan plan` on a Dask LocalCluster equals the local run."""
 
 from __future__ import annotations
@@ -41,13 +41,13 @@ def inprocess_client():
 
 
 def _executors(client):
-    from capplan.executor import DaskExecutor, Executor, ProcessExecutor
+    from capplan.run.executor import DaskExecutor, Executor, ProcessExecutor
 
     return [Executor(), ProcessExecutor(2), DaskExecutor(client=client)]
 
 
 def test_every_executor_keeps_order_reports_progress_and_isolates_a_failure(inprocess_client):
-    from capplan.executor import Failed
+    from capplan.run.executor import Failed
 
     for ex in _executors(inprocess_client):
         seen = []
@@ -59,7 +59,7 @@ def test_every_executor_keeps_order_reports_progress_and_isolates_a_failure(inpr
 
 
 def test_a_dead_worker_process_has_its_task_retried(tmp_path):
-    from capplan.executor import ProcessExecutor
+    from capplan.run.executor import ProcessExecutor
 
     with ProcessExecutor(2) as ex:
         out = ex.map(die_once, [(str(tmp_path / "m"), x) for x in range(4)])
@@ -68,7 +68,7 @@ def test_a_dead_worker_process_has_its_task_retried(tmp_path):
 
 
 def test_a_dead_dask_worker_has_its_task_retried(tmp_path):
-    from capplan.executor import DaskExecutor
+    from capplan.run.executor import DaskExecutor
 
     with DaskExecutor(workers=2) as ex:  # a LocalCluster of 2 worker processes
         out = ex.map(die_once, [(str(tmp_path / "m"), x) for x in range(4)])
@@ -83,7 +83,7 @@ def test_keras_seed_draws_ignore_other_users_of_python_random():
 
     from keras.src.random.seed_generator import make_default_seed
 
-    from capplan.executor import private_keras_seeds
+    from capplan.run.executor import private_keras_seeds
 
     ref = random.Random(7)
     want = [ref.randint(1, int(1e9)) for _ in range(3)]
@@ -110,7 +110,7 @@ def test_unknown_executor_and_misplaced_scheduler_are_input_errors(tmp_path, cap
 def test_an_unreachable_scheduler_is_an_input_error_naming_it(tmp_path, capsys, monkeypatch):
     import socket
 
-    from capplan import executor
+    from capplan.run import executor
     from tests.conftest import run_cli
 
     with socket.socket() as s:  # a free local port: nothing listens there
@@ -154,8 +154,8 @@ def test_a_series_that_raises_fails_only_itself(plan_run, fast_config, tmp_path,
     ``--n-calls 4`` keys the search apart from the session's, so it runs."""
     import shutil
 
-    from capplan.stages import search as search_stage
-    from optimizer import tuning
+    from capplan.run.stages import search as search_stage
+    from optimizer.search import tuning
     from tests.conftest import run_cli
 
     real = tuning.tune_policy

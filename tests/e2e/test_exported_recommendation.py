@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 import yaml
 
-from capplan.config import load_config
-from capplan.whatif import load_whatif
+from capplan.backtest.whatif import load_whatif
+from capplan.config.settings import load_config
+from optimizer.engine.replay import replay_inference
 from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.readback import manifest_params
-from optimizer.expressed import expressed_params
-from optimizer.lookahead import level_steps
-from optimizer.peers import replay_peers
-from optimizer.policy import InferenceParams
-from optimizer.replay import replay_inference
-from tests.optimizer.test_lookahead import inp
+from optimizer.inference.lookahead import level_steps
+from optimizer.plan.policy import InferenceParams
+from optimizer.rivals.expressed import expressed_params
+from optimizer.rivals.peers import replay_peers
+from tests.optimizer.inference.test_lookahead import inp
 
 
 def _autoscaler(out, name: str) -> dict:

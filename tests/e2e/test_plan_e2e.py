@@ -135,8 +135,8 @@ def test_short_series_fallbacks_are_stated(plan_run):
 
 def test_failed_run_keeps_previous_output(tmp_path, fast_config, monkeypatch):
     """A run that dies at export leaves the previous good output folder untouched."""
-    from capplan import pipeline
-    from capplan.config import load_config
+    from capplan.config.settings import load_config
+    from capplan.run import pipeline
 
     out = tmp_path / "out"
     out.mkdir()
@@ -147,7 +147,7 @@ def test_failed_run_keeps_previous_output(tmp_path, fast_config, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("capplan.stages.export.write_all", boom)
+    monkeypatch.setattr("capplan.run.stages.export.write_all", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         pipeline.run_plan("sample", cfg, out, series=["infer/azure-llm-conv"], seed=0)
     assert json.loads((out / "report.json").read_text()) == {"good": True}
@@ -173,7 +173,7 @@ def test_plan_runs_from_an_installed_wheel(tmp_path):
     work.mkdir()
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import capplan; "
             "assert capplan.__file__.startswith(sys.argv[1]), capplan.__file__; "
-            "from capplan.cli import main; main(sys.argv[2:])")
+            "from capplan.cli.app import main; main(sys.argv[2:])")
     r = subprocess.run([sys.executable, "-c", code, str(site), "plan", "--series", "infer/azure-llm-conv",
                         "--n-calls", "4", "--format", "json", "-q"], capture_output=True, text=True, cwd=work,
                        timeout=600)

@@ -9,7 +9,7 @@ import sys
 
 import pandas as pd
 
-from capplan.config import apply_quick, load_config, quick_reductions
+from capplan.config.settings import apply_quick, load_config, quick_reductions
 from tests.conftest import REPO
 
 

@@ -1,9 +1,9 @@
-"""The quick preset (capplan/quick.py) on a config: what it sets, what it keeps, and what it says."""
+"""The quick preset (capplan/config/quick.py) on a config: what it sets, what it keeps, and what it says."""
 
 from __future__ import annotations
 
-from capplan.config import CapplanConfig
-from capplan.quick import QUICK, QUICK_MODELS, apply_quick, quick_reductions
+from capplan.config.quick import QUICK, QUICK_MODELS, apply_quick, quick_reductions
+from capplan.config.settings import CapplanConfig
 
 
 def test_quick_sets_the_coarse_settings_and_a_default_config_keeps_the_full_ones():

@@ -1,4 +1,4 @@
-"""The typed report (capplan.report), its published schema, and typed search bounds at config load."""
+"""The typed report (capplan.report.model), its published schema, and typed search bounds at config load."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from tests.conftest import REPO
 
 
 def test_published_schema_is_the_generated_one():
-    from capplan.report import schema
-
+    from capplan.report.model import schema
     published = json.loads((REPO / "schemas" / "report.schema.json").read_text())
     assert published == json.loads(json.dumps(schema())), \
-        "schemas/report.schema.json is stale: python -m capplan.report > schemas/report.schema.json"
+        "schemas/report.schema.json is stale: python -m capplan.report.model > schemas/report.schema.json"
 
 
 def test_plan_report_validates_against_the_schema_and_loads_typed(plan_run):
-    from capplan.report import Report, schema
+    from capplan.report.model import Report, schema
 
     out, report, _ = plan_run
     doc = json.loads((out / "report.json").read_text())
@@ -35,7 +34,7 @@ def test_plan_report_validates_against_the_schema_and_loads_typed(plan_run):
 def test_a_report_of_another_shape_is_an_input_error_naming_the_file(plan_run, tmp_path):
     """An edited or older report.json: InputError (exit 2) naming the file and the field, not a traceback."""
     from capplan.errors import InputError
-    from capplan.report import Report
+    from capplan.report.model import Report
 
     out, _, _ = plan_run
     doc = json.loads((out / "report.json").read_text())
@@ -52,8 +51,7 @@ def test_a_report_of_another_shape_is_an_input_error_naming_the_file(plan_run, t
 def test_the_plan_section_is_typed_per_kind_and_keeps_its_json_keys(plan_run):
     """`plan` loads as TrainingPlan or InferencePlan by the series' kind, and dumps to the same JSON
     (same keys in the same order, no null added for an absent top-up)."""
-    from capplan import jsonout
-    from capplan.report import InferencePlan, Report, TrainingPlan
+    from capplan.report.model import InferencePlan, Report, TrainingPlan, jsonout
 
     out, report, _ = plan_run
     rep = Report.load(out)
@@ -72,7 +70,7 @@ def test_the_plan_section_is_typed_per_kind_and_keeps_its_json_keys(plan_run):
 
 
 def test_nan_figures_are_written_as_null():
-    from capplan.report import PolicyMetrics, Report, RunInfo
+    from capplan.report.model import PolicyMetrics, Report, RunInfo
 
     run = RunInfo(run_id="r", seed=0, started_at="2024-01-01T00:00:00+00:00", source="x", coverage_target=0.95,
                   n_calls=4)
@@ -101,8 +99,8 @@ def test_bad_search_bounds_fail_at_load_with_exit_2(tmp_path, capsys, bounds, sa
 
 
 def test_good_search_bounds_reach_the_search_space():
-    from capplan.config import PlanConfig
-    from optimizer.tuning import PolicyReplay
+    from capplan.config.settings import PlanConfig
+    from optimizer.search.tuning import PolicyReplay
 
     pc = PlanConfig.model_validate({"training_bounds": {"reservation_ratio": [0.2, 0.4], "quantile": ["p95"]},
                                     "inference_bounds": {"min_replicas": [2, 3], "max_replicas": 9}})

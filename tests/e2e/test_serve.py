@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 import requests
 
-from capplan.serve import API_LATEST, make_server
-from capplan.serve_metrics import forecast_at
-from capplan.serve_plan import PlanSource
-from capplan.store import Store
+from capplan.serve.metrics import forecast_at
+from capplan.serve.plan import PlanSource
+from capplan.serve.server import API_LATEST, make_server
+from capplan.store.local import Store
 from optimizer.exporters.base import Context
 from optimizer.exporters.keda import scaled_object
 from optimizer.exporters.settings import ExportSettings
-from optimizer.policy import Metrics, SeriesPlan
+from optimizer.plan.policy import Metrics, SeriesPlan
 from tests.prom_fixture import free_port, require_prometheus
 from tests.serve_fixture import SERIES, SERIES_DOC, write_run
 
@@ -103,10 +103,10 @@ def test_a_run_that_does_not_load_keeps_the_last_good_plan(served):
 WRITER = textwrap.dedent("""
     import sys, time, json
     from pathlib import Path
-    from capplan import atomic
-    from capplan.store import Store
+    from capplan.store import atomic
+    from capplan.store.local import Store
     from tests.serve_fixture import forecasts, report_doc
-    from capplan.runs import new_run_id
+    from capplan.store.runs import new_run_id
     import datetime as dt, pandas as pd
     store, n, pause = Store(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
     for k in range(n):

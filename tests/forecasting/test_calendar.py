@@ -14,8 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting.calendar import (PROVISIONAL, calendar_features, china_days, china_holiday_names,
-                                  local_naive, makeup_regressor, prophet_holidays)
+from forecasting.calendar import (
+    PROVISIONAL,
+    calendar_features,
+    china_days,
+    china_holiday_names,
+    local_naive,
+    makeup_regressor,
+    prophet_holidays,
+)
 
 D = dt.date.fromisoformat
 NOTICES = {

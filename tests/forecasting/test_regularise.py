@@ -73,9 +73,9 @@ def test_hourly_mean_and_last_reading_of_hour():
 def test_a_selection_marks_the_same_cluster_outages_as_the_whole_source():
     """`capplan plan --series X` regularises X exactly as a run of every series does: the cluster-wide
     outage rule reads the source's other series (context), and the global models train on them all."""
-    from capplan.config import CapplanConfig
-    from capplan.stages.load import prepare, select_series
-    from capplan.state import Ledger
+    from capplan.config.settings import CapplanConfig
+    from capplan.run.stages.load import prepare, select_series
+    from capplan.run.state import Ledger
 
     cfg = CapplanConfig()
     fleet = prepare(select_series("sample", cfg), cfg, Ledger())

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting.assemble import ROLLING_MODELS
+from forecasting.combining.assemble import ROLLING_MODELS
 from forecasting.tiers import make
 from forecasting.tiers.robust import DAY_STEPS, LEVEL_DAYS, REVERT_TAU, profile_quantiles, robust_quantiles
 from forecasting.types import QCOLS, SeriesMeta
@@ -93,8 +93,8 @@ def test_the_combination_moves_to_the_level_when_bursts_revert():
     """A pool at 10 GPUs with a 1-hour burst to 40 every 5 hours: a day ahead the last value is
     wrong whenever it was read in a burst, the 3-day median never is; the combination learns that
     (the reason the robust members exist)."""
-    from forecasting import combination
-    from tests.forecasting.test_combination import actual_series, rolling
+    from forecasting.combining import weights as combination
+    from tests.forecasting.combining.test_weights import actual_series, rolling
 
     t = np.arange(12 * DAY_STEPS)
     y = np.where(t % 60 < 12, 40.0, 10.0)

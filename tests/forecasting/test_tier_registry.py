@@ -8,12 +8,20 @@ import pandas as pd
 import pytest
 from pydantic import Field, ValidationError
 
-from capplan.config import CapplanConfig
+from capplan.config.settings import CapplanConfig
 from forecasting import backtest as bt
 from forecasting.regularise import regularise, to_hourly
 from forecasting.tiers import base
-from forecasting.tiers.base import (Forecaster, TierSettings, is_global, make, names, register, series_values,
-                                    tier_options)
+from forecasting.tiers.base import (
+    Forecaster,
+    TierSettings,
+    is_global,
+    make,
+    names,
+    register,
+    series_values,
+    tier_options,
+)
 from forecasting.types import SeriesMeta
 
 

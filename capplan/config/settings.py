@@ -1,0 +1,364 @@
+"""Settings: one pydantic model for ``capplan.yaml``, validated with clear errors.
+
+Example (every key is optional except where noted; see the README)::
+
+    prometheus:
+      url: http://127.0.0.1:9090
+      bearer_token_env: PROM_TOKEN          # or basic_auth: {username, password_env}
+      ca_file: /path/ca.pem                 # TLS is verified by default
+      timeout_s: 30
+    series:
+      - id: train/team-a
+        kind: training
+        unit: gpu
+        query: sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu", namespace="team-a"})
+        step: 5m
+        gpu_model: A100-80GB
+    store: .capplan/store
+    plan:
+      coverage_target: 0.95
+      n_calls: 30
+    prices:
+      A100-80GB: {on_demand: 5.12, reserved: 3.07, spot: 2.05}
+
+YAML is read within bounds (size, nesting, alias expansion; :mod:`capplan.config.yaml_bounds`) with
+PyYAML's safe constructor, and every number must be finite. Secrets are never stored in the file:
+only the *names* of environment variables that hold them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from capplan.config.prometheus import BasicAuth, HeaderSecret, PrometheusConfig, parse_duration  # noqa: F401 (re-exported)
+from capplan.config.quick import QUICK, QUICK_SET, apply_quick, quick_reductions  # noqa: F401 (re-exported)
+from capplan.config.yaml_bounds import describe, read_yaml
+from capplan.errors import InputError
+from capplan.promql import render as promql
+from capplan.promql.render import outer_aggregation
+from capplan.promql.steps import step_query, window_selectors
+from capplan.store.remote_models import RemoteModelRegistry
+from capplan.store.retention import RetentionConfig
+from forecasting.calendar import CUSTOM_EVENTS
+from forecasting.registry import ModelRegistry
+from forecasting.tiers import available, tier_options
+from optimizer.book.prices import GpuPrice, default_price_book
+from optimizer.exporters.settings import ExportSettings, TargetSettings
+from optimizer.search.settings import SearchSettings
+
+
+class SeriesConfig(BaseModel):
+    """One demand series pulled from Prometheus (``query`` or ``template`` + ``selector``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    id: str = Field(min_length=1, description="the series id, e.g. train/team-a or infer/chat")
+    kind: Literal["training", "inference"] = Field(default="training", description="a pool of GPUs for batch "
+                                                   "jobs, or a service scaled in replicas")
+    unit: Literal["gpu", "replica"] = Field(default="gpu", description="unit of the values")
+    query: str | None = Field(default=None, description="a PromQL query (set this or template)")
+    template: str | None = Field(default=None, description="a named query (dcgm_gpu_util, dcgm_gpus_busy, "
+                                 "dcgm_fb_used_mib, dcgm_power_w, k8s_gpus_requested, k8s_deployment_replicas, "
+                                 "service_request_rate) filled with selector and params")
+    selector: dict[str, str] = Field(default_factory=dict, description="label matchers of a template, "
+                                     "e.g. {namespace: team-a}; values are escaped")
+    step: str = Field(default="5m", description="resolution of the stored history (a duration, e.g. 5m)")
+    gpu_model: str = Field(default="default", description="the price-book entry (prices:) this series is costed at")
+    gpus_per_replica: float = Field(default=1.0, gt=0, description="GPUs each replica holds (inference)")
+    timezone: str = Field(default="Asia/Shanghai", description="IANA zone of the workload's calendar: "
+                          "holidays and the local time of pre-scaling windows")
+    namespace: str | None = Field(default=None, description="namespace of the workload (KEDA/HPA objects go there); "
+                                  "export.targets.<id>.namespace wins")
+    target: str | None = Field(default=None, description="Deployment name for HPA/KEDA (inference); "
+                               "export.targets.<id>.name wins")
+    params: dict[str, str] = Field(default_factory=dict, description="template parameters, e.g. metric, window")
+    aggregate: Literal["sum", "avg", "max", "min"] | None = Field(
+        default=None, description="how several returned label sets combine; default: the query's outer aggregation")
+    step_aggregation: Literal["max", "last"] = Field(
+        default="max", description="what one stored point holds: the peak of its step (capacity must cover "
+        "peaks) or the last value of the step (capplan.promql.steps)")
+    scrape_interval: str | None = Field(default=None, description="overrides prometheus.scrape_interval")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, v):
+        """An IANA zone name the forecasting calendar can use (``Asia/Shanghai``, ``UTC``)."""
+        try:
+            ZoneInfo(v)
+        except (ValueError, KeyError, OSError, ZoneInfoNotFoundError):
+            raise ValueError("not an IANA time zone name such as Asia/Shanghai or UTC") from None
+        return v
+
+    @model_validator(mode="after")
+    def _query_or_template(self):
+        if bool(self.query) == bool(self.template):
+            raise ValueError(f"series {self.id!r}: set exactly one of 'query' or 'template'")
+        if self.template:
+            try:
+                promql.render(self.template, self.selector, self.params)
+            except InputError as exc:
+                raise ValueError(f"series {self.id!r}: {exc}") from None
+        elif self.selector or self.params:
+            raise ValueError(f"series {self.id!r}: selector and params apply to a template, not to query")
+        for name in ("step", "scrape_interval"):
+            try:
+                if getattr(self, name) is not None:
+                    parse_duration(getattr(self, name))
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: {name}: {exc}") from None
+        if self.query:
+            try:
+                window_selectors(self.query, "last_over_time", 60)
+            except ValueError as exc:
+                raise ValueError(f"series {self.id!r}: query: {exc}") from None
+        return self
+
+    def promql(self, exported_labels: bool = False) -> str:
+        """The PromQL as configured: ``query`` as written, or the rendered ``template``
+        (see :mod:`capplan.promql.render`; ``exported_labels`` as in :class:`PrometheusConfig`)."""
+        if self.query:
+            return self.query
+        return promql.render(self.template, self.selector, self.params, exported_labels=exported_labels)
+
+    def combination(self, prom: "PrometheusConfig") -> str | None:
+        """How the query's label sets add up: ``aggregate``, else the query's outer
+        aggregation (count -> sum, group -> max), else None (they must not overlap)."""
+        how = self.aggregate or outer_aggregation(self.promql(prom.exported_labels))
+        return {"count": "sum", "group": "max"}.get(how, how)
+
+    def pull_query(self, prom: "PrometheusConfig", count: bool = False) -> str:
+        """The PromQL a pull sends: :meth:`promql` rewritten so that a point is the
+        peak (or last value) of its step and samples go stale after the scrape
+        interval (:func:`capplan.promql.steps.step_query`). ``count``: the most
+        label sets present at once within each step instead (overlap check)."""
+        window = parse_duration(self.scrape_interval or prom.scrape_interval)
+        q = self.promql(prom.exported_labels)
+        if count:
+            return step_query(f"count({q})", self.step_seconds(), window, "max")
+        return step_query(q, self.step_seconds(), window, self.step_aggregation, self.combination(prom))
+
+    def step_seconds(self) -> int:
+        """``step`` in whole seconds."""
+        return parse_duration(self.step)
+
+
+def _event_name(v):
+    """A ``forecast.events`` entry: a name of :data:`forecasting.calendar.CUSTOM_EVENTS` (YAML reads
+    ``618`` as a number). Raises ValueError for anything else."""
+    if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) in CUSTOM_EVENTS:
+        return str(v)
+    raise ValueError(f"not a known event; known: {', '.join(sorted(CUSTOM_EVENTS))}")
+
+
+class ForecastConfig(BaseModel):
+    """Tier options."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    lstm_epochs: int = Field(default=20, ge=1, le=1000, description="training epochs of the daily tier's LSTM (at most; "
+                             "early stopping may end sooner)")
+    lstm_units: int = Field(default=32, ge=1, le=1024, description="LSTM units of the daily tier's network")
+    lstm_max_windows: int = Field(default=2000, ge=16, le=1_000_000, description="training windows the LSTM sees per "
+                                  "fit at most (an even subsample of them when there are more)")
+    lstm_members: int = Field(default=5, ge=1, le=16, description="networks in the daily tier's ensemble, each "
+                              "from its own seed; the forecast is their mean, quantile by quantile, so the seed moves "
+                              "it less (about 1/sqrt(members) of one network's spread) at members x the training cost")
+    prophet_samples: int = Field(default=300, ge=50, le=10_000, description="Prophet's uncertainty_samples: simulated "
+                                 "paths its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
+    events: list[Annotated[str, BeforeValidator(_event_name)]] = Field(
+        default_factory=list, max_length=len(CUSTOM_EVENTS),
+        description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
+        "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
+    prophet_holdout: bool = Field(default=True, description="fit the weekly tier's second, holdout-week Prophet "
+                                  "model that sizes how much of Prophet's predicted change its forecast keeps "
+                                  "(false: all of it; quick runs)")
+    training_origin_hours: Literal[4, 8, 12, 24] = Field(
+        default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
+        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 12")
+    registry_keep: int = Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in the "
+                               "registry (`models:`); older ones are removed after each save")
+
+    @field_validator("events")
+    @classmethod
+    def _once(cls, v):
+        if len(set(v)) < len(v):
+            raise ValueError("an event is listed twice")
+        return v
+
+    def registry(self, root: str):
+        """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
+        if "://" in str(root):  # an object store (capplan.store.remote_models)
+            return RemoteModelRegistry(str(root), keep=self.registry_keep)
+        return ModelRegistry(root, keep=self.registry_keep)
+
+    def tier_options(self) -> dict[str, dict]:
+        """Keyword options of each model's constructor (:func:`forecasting.tiers.make`): each
+        model reads its own typed settings from this section (:func:`forecasting.tiers.tier_options`)."""
+        section = self.model_dump()
+        return {n: tier_options(n, section) for n in available()}
+
+
+class PlanConfig(SearchSettings):
+    """The ``plan:`` section: the search and replay options (fields, units and the
+    typed ``training_bounds`` / ``inference_bounds`` in
+    :class:`optimizer.search.settings.SearchSettings`) plus the windows and parallelism, e.g.::
+
+        plan:
+          coverage_target: 0.95
+          n_calls: 30
+          training_bounds: {reservation_ratio: [0.0, 1.5], quantile: [p90, p95]}
+          inference_bounds: {min_replicas: [1, 4], max_replicas: 40}
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    tune_days: float = Field(default=7, gt=0, le=366, description="days of the tuning window the search replays on")
+    eval_days: float = Field(default=7, gt=0, le=366, description="days of the evaluation window (the last days of "
+                             "the history), which the search never sees; every reported figure is on it")
+    executor: Literal["local", "processes", "dask"] = Field(
+        default="processes", description="where the per-series work runs (capplan.run.executor): local (this "
+        "process), processes (a pool here), dask (a dask.distributed cluster)")
+    scheduler: str | None = Field(default=None, description="dask scheduler address, e.g. tcp://dask-scheduler:8786; "
+                                  "without it executor dask starts a LocalCluster of `workers` processes")
+    workers: int | None = Field(default=None, ge=1, description="worker processes for executor processes, or of the "
+                                "dask LocalCluster (default: up to 2)")
+    quick: bool = Field(default=False, description="a first look (`capplan plan --quick`): the QUICK preset's smaller "
+                        "search, coarse grid scan, 3-day windows and fewer LSTM epochs and Prophet samples; the "
+                        "figures are rougher, and the report lists what was reduced")
+
+    @model_validator(mode="after")
+    def _scheduler(self):
+        if self.scheduler is not None:
+            if self.executor != "dask":
+                raise ValueError(f"scheduler {self.scheduler!r} needs executor: dask (not {self.executor})")
+            if "://" not in self.scheduler:
+                raise ValueError(f"scheduler {self.scheduler!r}: expected an address such as tcp://HOST:8786")
+        return self
+
+    def search_settings(self) -> SearchSettings:
+        """The part the optimizer reads (picklable, no ``capplan`` type)."""
+        return SearchSettings.model_validate(self.model_dump(include=set(SearchSettings.model_fields)))
+
+
+class ExportConfig(ExportSettings):
+    """The ``export:`` section: what the manifest writers produce (fields and units in
+    :class:`optimizer.exporters.settings.ExportSettings`), e.g.::
+
+        export:
+          namespace: inference
+          autoscaler: keda            # or hpa (External DCGM metric via prometheus-adapter)
+          prometheus_url: http://prometheus-operated.monitoring.svc:9090
+          keda_auth: {mode: bearer, secret_name: capplan-prometheus-auth}
+          targets:
+            infer/llm-chat: {name: llm-chat, namespace: llm, gpus_per_replica: 2}
+    """
+
+
+class CapplanConfig(BaseModel):
+    """The whole ``capplan.yaml``."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    prometheus: PrometheusConfig | None = Field(default=None, description="where to pull history from "
+                                                "(capplan ingest); without it, the embedded sample")
+    source: Literal["prometheus", "sample"] = Field(
+        default="prometheus", description="where the scheduled jobs (capplan.airflow.jobs, airflow_dags/) read history: "
+        "prometheus (the prometheus: section or the Airflow Connection capplan_prometheus) or sample (the "
+        "embedded demo traces, used only when set here); `capplan plan` takes --source instead")
+    series: list[SeriesConfig] = Field(default_factory=list, description="the series capplan ingest pulls")
+    store: str = Field(default=".capplan/store", description="the local store: history, runs, the cache")
+    models: str = Field(default="models", description="the model registry's folder")
+    plan: PlanConfig = Field(default_factory=PlanConfig)
+    forecast: ForecastConfig = Field(default_factory=ForecastConfig)
+    prices: dict[str, GpuPrice] = Field(default_factory=dict, description="USD per GPU-hour per GPU model, "
+                                        "replacing the built-in AWS list prices for the models named")
+    export: ExportConfig = Field(default_factory=ExportConfig)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # runs kept, backtest size (capplan.store.retention)
+
+    @model_validator(mode="after")
+    def _exported_labels(self):
+        """``prometheus.exported_labels`` also sets the KEDA/adapter label names
+        (``export.namespace_label``/``pod_label``) unless those are set."""
+        if self.prometheus is not None and self.prometheus.exported_labels:
+            if "namespace_label" not in self.export.model_fields_set:
+                self.export.namespace_label = "exported_namespace"
+            if "pod_label" not in self.export.model_fields_set:
+                self.export.pod_label = "exported_pod"
+        return self
+
+    @field_validator("series")
+    @classmethod
+    def _unique_ids(cls, v):
+        ids = [s.id for s in v]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"duplicate series ids: {dup}")
+        return v
+
+    @model_validator(mode="after")
+    def _export_from_sources(self):
+        """Fill the ``export:`` section from the rest of the file, where it is silent:
+        KEDA's ``serverAddress`` from ``prometheus.url``; the scrape interval of the lookahead query
+        from ``prometheus.scrape_interval``; ``keda_auth.mode: auto`` from the
+        credentials ``prometheus:`` names (bearer, basic or none); each series' ``namespace``
+        and ``target`` (Deployment) into ``export.targets`` (an explicit target wins)."""
+        ex = self.export
+        if self.prometheus is not None:
+            if ex.prometheus_url is None:
+                ex.prometheus_url = self.prometheus.url
+            if ex.scrape_interval_s is None:
+                ex.scrape_interval_s = parse_duration(self.prometheus.scrape_interval)
+            if ex.keda_auth.mode == "auto":
+                ex.keda_auth.mode = ("bearer" if self.prometheus.bearer_token_env else
+                                     "basic" if self.prometheus.basic_auth else "none")
+        for s in self.series:
+            if s.namespace is None and s.target is None:
+                continue
+            t = ex.targets.get(s.id) or TargetSettings()
+            try:
+                ex.targets[s.id] = TargetSettings.model_validate(
+                    {**t.model_dump(), "name": t.name or s.target, "namespace": t.namespace or s.namespace})
+            except ValidationError as exc:
+                raise ValueError(f"series {s.id!r}: {exc.errors()[0]['msg']}") from None
+        return self
+
+    def price_book(self) -> dict[str, GpuPrice]:
+        """Defaults (cited in :mod:`optimizer.book.prices`) overlaid with the config's prices."""
+        return {**default_price_book(), **self.prices}
+
+
+def load_config(path: str | os.PathLike | None) -> CapplanConfig:
+    """Read and validate a config file; ``None`` gives the defaults.
+
+    Raises
+    ------
+    InputError: missing or unreadable file, invalid YAML, or a value that
+        fails validation (the message names the file and the key).
+    """
+    if path is None:
+        return CapplanConfig()
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"config {p}: is a folder; name a capplan.yaml file")
+    if not p.is_file():
+        raise InputError(f"config {p}: file not found")
+    data, root = read_yaml(p)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(f"config {p}: expected a mapping at the top level")
+    try:
+        cfg = CapplanConfig.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(f"config {p}: {describe(exc.errors()[0], root, CapplanConfig)}") from None
+    base = p.resolve().parent
+    for attr in ("store", "models"):
+        if "://" in getattr(cfg, attr):  # an object store URL (capplan.store.remote)
+            continue
+        v = Path(getattr(cfg, attr))
+        if not v.is_absolute():
+            setattr(cfg, attr, str(base / v))
+        if Path(getattr(cfg, attr)).exists() and not Path(getattr(cfg, attr)).is_dir():
+            raise InputError(f"config {p}: {attr}: {getattr(cfg, attr)} is a file; point it at a folder")
+    return cfg

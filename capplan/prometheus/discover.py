@@ -1,0 +1,137 @@
+"""Find what to plan in a Prometheus-compatible store: GPU namespaces, Volcano queues and Kueue
+ClusterQueues with recent demand, and a starter ``capplan.yaml`` for them.
+
+Each kind is found with one query over ``lookback`` ending at ``at`` (the peak of the
+deduplicated demand, :mod:`capplan.promql.templates`):
+
+* **namespaces**: ``kube_pod_container_resource_requests`` of ``nvidia_com_gpu`` and
+  MIG resources (``nvidia_com_mig_*``), per namespace and resource;
+* **Volcano queues**: ``volcano_queue_request_scalar_resources`` of ``nvidia.com/*``
+  per ``queue_name`` (milli-units / 1000);
+* **Kueue ClusterQueues**: ``kueue_cluster_queue_resource_usage`` of ``nvidia.com/*``
+  per ``cluster_queue``, and every ClusterQueue ``kueue_pending_workloads`` names
+  (a queue whose work never got admitted has no usage yet).
+
+The starter config has one series per namespace (``k8s_gpus_requested``, MIG resources
+as GPU shares), a whole-cluster series, and per queue its allocated/admitted and
+pending GPUs; header values are referred to by environment variable
+(``CAPPLAN_HEADER_<NAME>``), never written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from capplan.prometheus.client import PrometheusClient
+from capplan.prometheus.parse import check_result
+from capplan.promql.render import mig_share
+
+_NS_Q = ('max_over_time((sum by (namespace, resource) (max by (namespace, pod, container, resource) '
+         '(last_over_time(kube_pod_container_resource_requests{{resource=~"nvidia_com_gpu|nvidia_com_mig_.+"}}'
+         '[{w}])) * on(namespace, pod) group_left() max by (namespace, pod) '
+         '(last_over_time(kube_pod_status_phase{{phase=~"Running|Pending"}}[{w}]) == 1)))[{lb}:{w}])')
+_VQ = ('max_over_time((max by (queue_name, resource) (last_over_time(volcano_queue_request_scalar_resources'
+       '{{resource=~"nvidia[.]com/.+"}}[{w}])))[{lb}:{w}]) / 1000')
+_KQ = ('max_over_time((max by (cluster_queue, resource) (last_over_time(kueue_cluster_queue_resource_usage'
+       '{{resource=~"nvidia[.]com/.+"}}[{w}])))[{lb}:{w}])')
+_KP = 'max_over_time((max by (cluster_queue) (last_over_time(kueue_pending_workloads[{w}])))[{lb}:{w}])'
+
+
+@dataclass
+class Found:
+    """What :func:`discover` found: ``namespaces`` {namespace: {resource: peak GPUs (MIG: GPU
+    shares)}}, ``volcano`` {queue: peak requested GPUs}, ``kueue`` {ClusterQueue: peak admitted
+    GPUs, or 0 when only pending workloads were seen}."""
+
+    namespaces: dict[str, dict[str, float]] = field(default_factory=dict)
+    volcano: dict[str, float] = field(default_factory=dict)
+    kueue: dict[str, float] = field(default_factory=dict)
+
+
+def _instant(client: PrometheusClient, query: str, at: int, what: str) -> list[tuple[dict, float]]:
+    """(labels, value) of ``query`` at ``at`` (a one-point query_range, so every engine answers alike)."""
+    out = []
+    for r in check_result(client.query_range(query, at, at, 60, series_id=what), f"discover {what}: {query!r}"):
+        vals = [float(v[1]) for v in r.get("values", [])]
+        if vals and vals[-1] == vals[-1]:
+            out.append((r.get("metric", {}), vals[-1]))
+    return out
+
+
+def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int = 60) -> Found:
+    """Namespaces, Volcano queues and Kueue ClusterQueues with GPU demand in ``(at - lookback_s, at]``
+    (epoch seconds). Raises PrometheusError when the store refuses a query."""
+    w, lb = f"{scrape_s}s", f"{lookback_s}s"
+    found = Found()
+    for lab, v in _instant(client, _NS_Q.format(w=w, lb=lb), at, "namespaces"):
+        if v > 0 and lab.get("namespace"):
+            found.namespaces.setdefault(lab["namespace"], {})[lab.get("resource", "nvidia_com_gpu")] = \
+                v * mig_share(lab.get("resource", ""), 7)
+    for lab, v in _instant(client, _VQ.format(w=w, lb=lb), at, "volcano queues"):
+        if v > 0 and lab.get("queue_name"):
+            found.volcano[lab["queue_name"]] = max(v, found.volcano.get(lab["queue_name"], 0.0))
+    for lab, v in _instant(client, _KQ.format(w=w, lb=lb), at, "kueue clusterqueues"):
+        if lab.get("cluster_queue"):
+            found.kueue[lab["cluster_queue"]] = max(v, found.kueue.get(lab["cluster_queue"], 0.0))
+    for lab, v in _instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads"):
+        if v > 0 and lab.get("cluster_queue"):
+            found.kueue.setdefault(lab["cluster_queue"], 0.0)
+    return found
+
+
+def _kube_resource(ksm: str) -> str:
+    """kube-state-metrics' ``nvidia_com_mig_1g_10gb`` -> the Kubernetes name ``nvidia.com/mig-1g.10gb``."""
+    m = re.fullmatch(r"nvidia_com_mig_(\d+g)_(\d+gb)", ksm)
+    return f"nvidia.com/mig-{m.group(1)}.{m.group(2)}" if m else "nvidia.com/gpu"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+
+
+def header_env(name: str) -> str:
+    """The environment variable a starter config names for header ``name`` (``CAPPLAN_HEADER_X_SCOPE_ORGID``)."""
+    return "CAPPLAN_HEADER_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def starter_config(found: Found, url: str, header_names: list[str], store: str = "store",
+                   scrape_interval: str = "1m") -> dict:
+    """A ``capplan.yaml`` document for ``found``: ``prometheus`` (url, scrape interval, headers by
+    environment variable), ``store`` and one series per namespace/resource, the whole cluster and
+    each queue (allocated or admitted, and pending), all ``step: 5m``."""
+    series = []
+    for ns in sorted(found.namespaces):
+        for res in sorted(found.namespaces[ns]):
+            mig = res != "nvidia_com_gpu"
+            s = {"id": f"pool/{_slug(ns)}" + (f"/{_slug(res.replace('nvidia_com_', ''))}" if mig else ""),
+                 "template": "k8s_gpus_requested", "selector": {"namespace": ns}, "namespace": ns}
+            if mig:
+                s["params"] = {"resource": _kube_resource(res)}
+            series.append(s)
+    if found.namespaces:
+        series.append({"id": "cluster/gpus", "template": "k8s_gpus_requested"})
+    for q in sorted(found.volcano):
+        series.append({"id": f"volcano/{_slug(q)}", "template": "volcano_queue_allocated_gpus",
+                       "selector": {"queue_name": q}})
+        series.append({"id": f"volcano/{_slug(q)}/pending", "template": "volcano_queue_pending_gpus",
+                       "selector": {"queue_name": q}})
+    for q in sorted(found.kueue):
+        series.append({"id": f"kueue/{_slug(q)}", "template": "kueue_admitted_gpus", "selector": {"cluster_queue": q}})
+        series.append({"id": f"kueue/{_slug(q)}/pending", "template": "kueue_pending_gpus",
+                       "selector": {"cluster_queue": q}})
+    for s in series:
+        s.update(kind="training", unit="gpu", step="5m", timezone="UTC")
+    prom = {"url": url, "scrape_interval": scrape_interval}
+    if header_names:
+        prom["headers"] = {h: {"env": header_env(h)} for h in header_names}
+    return {"store": store, "prometheus": prom, "series": series}
+
+
+def dump(doc: dict) -> str:
+    """YAML text of a starter config, with a header comment."""
+    head = ("# Written by `capplan discover`: GPU namespaces, Volcano queues and Kueue ClusterQueues with recent\n"
+            "# demand. Pull history with `capplan ingest --config <this file>`, then `capplan plan --config ...`.\n")
+    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

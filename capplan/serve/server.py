@@ -1,0 +1,74 @@
+"""``capplan serve``'s HTTP server (standard library ``http.server``, one thread per request).
+
+Routes:
+
+* ``GET /metrics``: the served plan in the Prometheus exposition format
+  (:mod:`capplan.serve.metrics`);
+* ``GET /healthz``: 200 while the process serves requests (liveness);
+* ``GET /readyz``: 200 once a plan is loaded, else 503 (readiness: no plan metrics yet); the
+  body names the served run and, when the newest ``LATEST`` failed to load, why;
+* ``GET /api/v1/plans/latest``: the served run's typed report (:class:`capplan.report.model.Report`)
+  as JSON; 503 before any plan is loaded.
+
+Binds ``127.0.0.1`` unless told otherwise (``--host 0.0.0.0`` inside a pod).
+"""
+
+from __future__ import annotations
+
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
+
+from capplan.serve.metrics import PlanCollector
+from capplan.serve.plan import PlanSource
+
+API_LATEST = "/api/v1/plans/latest"
+
+
+def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, predictive_lead_s: int = 150
+                ) -> ThreadingHTTPServer:
+    """A server (not started: call ``serve_forever``) for ``source`` on ``host:port`` (port 0: any free one)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(PlanCollector(source, predictive_lead_s))
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "capplan"
+
+        def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b'{"status": "ok"}')
+            elif path == "/readyz":
+                plan = source.current()
+                doc = {"ready": plan is not None, "run_id": plan.run_id if plan else None,
+                       "last_error": source.last_error}
+                self._send(200 if plan is not None else 503, json.dumps(doc).encode())
+            elif path == API_LATEST:
+                plan = source.current()
+                if plan is None:
+                    self._send(503, json.dumps({"error": "no plan loaded yet", "last_error": source.last_error}
+                                               ).encode())
+                else:
+                    self._send(200, plan.report.to_json().encode())
+            else:
+                self._send(404, b'{"error": "not found"}')
+
+        def log_message(self, fmt, *args):  # access logs off: Prometheus scrapes every few seconds
+            return
+
+    return ThreadingHTTPServer((host, port), Handler)
+
+
+__all__ = ["make_server", "API_LATEST"]
