@@ -216,7 +216,7 @@ def load_catalogue(overrides: dict[str, dict] | None = None) -> dict[str, GpuMod
     """The built-in catalogue with ``overrides`` applied: ``{model: {field: value}}`` replaces those fields of a
     built-in entry (``speed`` is merged per kind, so ``{"speed": {"training": 1.2}}`` keeps the inference
     figure), or adds a new entry (then every required field of :class:`GpuModelSpec` must be given; ``name``
-    defaults to the key). Raises pydantic's ``ValidationError`` on a bad field or value."""
+    is always the key). Raises pydantic's ``ValidationError`` on a bad field or value."""
     out = {k: v.model_copy(deep=True) for k, v in BUILTIN_CATALOGUE.items()}
     for key, fields in (overrides or {}).items():
         fields = dict(fields)
@@ -228,7 +228,7 @@ def load_catalogue(overrides: dict[str, dict] | None = None) -> dict[str, GpuMod
             merged.update(fields)
             merged["name"] = key
         else:
-            merged = {"name": key, **fields}
+            merged = {**fields, "name": key}
         out[key] = GpuModelSpec.model_validate(merged)
     return out
 

@@ -8,6 +8,15 @@ Defaults (configurable under ``prices:`` in ``capplan.yaml``):
   $40.966/h for 8x A100-80GB (5.12), p5.48xlarge $98.32/h for 8x H100-80GB
   (12.29), g5.xlarge $1.006/h for 1x A10G-24GB (1.01). Source: the AWS EC2
   On-Demand pricing page (aws.amazon.com/ec2/pricing/on-demand/), 2024 list.
+  The models of the GPU catalogue (:mod:`optimizer.book.gpus`) added later, AWS us-east-1 on-demand per
+  instance divided by its GPUs, from ``skypilot-org/skypilot-catalog : catalogs/v8/aws/vms.csv``
+  (commit 00148f2a, built from AWS pricing data): p5en.48xlarge $63.296/h for 8x H200-141GB (7.91),
+  g6e.12xlarge $10.49264/h for 4x L40S (2.62), g6.xlarge $0.8048/h for 1x L4 (0.80); and g4dn.xlarge
+  $0.526/h for 1x T4 (0.53; AWS EC2 On-Demand pricing page, not in that catalog extract: re-check). The
+  H200 figure is a 2025 catalog price, after AWS's 2025 cut of P4/P5 prices that the 2024 H100 list figure
+  above predates: set your own prices before comparing the two.
+  The catalogue names the A10G ``A10G``; the book keeps its ``A10G-24GB`` key and :func:`price_for` reads
+  either (:data:`ALIASES`).
 * Reserved: 0.60 x on-demand, the order of a 1-year no-upfront Compute
   Savings Plan / reserved-instance discount on the same page family
   (aws.amazon.com/savingsplans/compute-pricing/).
@@ -47,7 +56,14 @@ _ON_DEMAND = {
     "H100-80GB": 12.29,
     "A10G-24GB": 1.01,
     "default": 4.10,
+    "H200-141GB": 7.91,
+    "L40S": 2.62,
+    "L4": 0.80,
+    "T4": 0.53,
 }
+
+# other names of a book key (the GPU catalogue's name -> the book's key), read by :func:`price_for`
+ALIASES = {"A10G": "A10G-24GB"}
 
 
 class GpuPrice(BaseModel):
@@ -78,9 +94,12 @@ def default_price_book() -> dict[str, GpuPrice]:
 
 
 def price_for(book: dict[str, GpuPrice], gpu_model: str) -> tuple[GpuPrice, str | None]:
-    """Look up a GPU model; unknown models get the ``default`` entry and a note saying so."""
+    """Look up a GPU model (or its alias, :data:`ALIASES`); unknown models get the ``default`` entry and a note
+    saying so."""
     if gpu_model in book:
         return book[gpu_model], None
+    if ALIASES.get(gpu_model) in book:
+        return book[ALIASES[gpu_model]], None
     return book.get("default", default_price_book()["default"]), (
         f"prices: no entry for GPU model {gpu_model!r}; the 'default' price was used")
 
