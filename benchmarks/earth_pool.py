@@ -106,7 +106,7 @@ def oracle_idle(outcome) -> float:
 
 def daily_layer_idle(evalw, share: float) -> dict[str, float]:
     """Which layer holds the idle: on the evaluation window ``evalw`` (an
-    :class:`optimizer.engine.replay.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
+    :class:`optimizer.engine.replay_core.ReplayInput`), the idle ratio of a plan whose hourly layer is perfect (each
     hour bought at its demand maximum) over a daily spot level that is the day's own newsvendor level
     at ``share`` (perfect foresight: the limit's idle, spot interruptions left out), the model-free
     daily level (:func:`optimizer.training.empirical.empirical_day_level`) or the forecast's p50 newsvendor level

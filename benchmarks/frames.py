@@ -42,10 +42,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from forecasting.backtest import BEST_OF, STEP, Windows, score
+from forecasting.backtest import BEST_OF, Windows, score
 from forecasting.combining.assemble import ROLLING_MODELS, combine_rolling
 from forecasting.metrics import seasonal_scale
 from forecasting.peers import naive_conformal
+from forecasting.types import STEP
 
 WINDOWS = ("eval", "tune")
 _FIELDS = ("start", "tune_start", "eval_start", "end")

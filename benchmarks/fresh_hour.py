@@ -28,7 +28,7 @@ import pandas as pd
 from benchmarks import common
 from benchmarks.earth_pool import earth_pool, earth_state
 from capplan.config.settings import load_config
-from optimizer.engine.replay import latest_before
+from optimizer.engine.replay_core import latest_before
 from optimizer.training.fresh_hour import refreshed_hour_max
 
 

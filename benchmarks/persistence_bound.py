@@ -40,8 +40,9 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import common
-from forecasting.backtest import STEP, origins, split_windows
+from forecasting.backtest import origins, split_windows
 from forecasting.regularise import regularise
+from forecasting.types import STEP
 
 LEADS = np.arange(1, 13)  #: 5-minute steps of the 1 h band
 TARGET = 0.98  #: the 1 h target: median MASE(combined) / best peer

@@ -29,10 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import Metrics, TrainingParams
 from optimizer.rivals.incumbent import INCUMBENT_RULE
-from optimizer.search.policy_search import INFERENCE_GRID, Space
+from optimizer.search.space import INFERENCE_GRID, Space
 from optimizer.search.tuning import PolicyReplay
 
 #: The ``lookahead`` family's wider hindsight grid: level windows (seconds; 0 = one step, i.e. the last

@@ -31,8 +31,10 @@ import pandas as pd
 import requests
 
 from benchmarks import common
-from capplan.config.settings import CapplanConfig, PrometheusConfig, SeriesConfig
-from capplan.sources.prometheus import PrometheusClient, ingest, pull
+from capplan.config.prometheus import PrometheusConfig
+from capplan.config.settings import CapplanConfig, SeriesConfig
+from capplan.prometheus.client import PrometheusClient
+from capplan.sources.prometheus import ingest, pull
 from capplan.store.local import Store
 from tests import prom_fixture as pf
 

@@ -18,7 +18,8 @@ import pandas as pd
 from benchmarks import common
 from forecasting.types import QCOLS
 from optimizer.book.prices import default_price_book
-from optimizer.engine.replay import ReplayInput, replay_inference, replay_training
+from optimizer.engine.replay import replay_inference, replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import InferenceParams, TrainingParams
 
 STEPS = 30 * 288

@@ -29,7 +29,7 @@ import pandas as pd
 from forecasting import metrics
 from forecasting.combining.buckets import BANDS
 from forecasting.tiers import make
-from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, SeriesMeta, empty_forecast  # noqa: F401  (STEP: re-exported)
+from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, SeriesMeta, empty_forecast
 
 DAY = pd.Timedelta("1D")
 

@@ -30,8 +30,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from forecasting.backtest import STEP, lead_cap
-from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, STEPS_PER_DAY, empty_forecast
+from forecasting.backtest import lead_cap
+from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, STEP, STEPS_PER_DAY, empty_forecast
 
 PEERS = ("naive_conformal", "autoets")
 CONFORMAL_WINDOW = pd.Timedelta("7D")

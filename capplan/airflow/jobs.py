@@ -28,16 +28,14 @@ from typing import Any
 
 import pandas as pd
 
-from capplan.airflow.keys import (  # noqa: F401  (re-exported)
-    CONFIG_ENV,
-    CONFIG_VARIABLE,
+from capplan.airflow.keys import (
     PLAN_TIERS,
     PROMETHEUS_CONN_ID,
     JobError,
     ld_key,
-    resolve_config_path,
 )
-from capplan.config.settings import BasicAuth, PrometheusConfig, load_config
+from capplan.config.prometheus import BasicAuth, PrometheusConfig
+from capplan.config.settings import load_config
 from capplan.errors import InputError
 from capplan.report import jsonout
 from capplan.report.model import RunInfo, price_book_used, versions

@@ -37,7 +37,7 @@ Rank
     Per scored week, the candidates are the distinct policies the search evaluated, the
     baseline and the peers. ``rank.tuning`` is the recommendation's rank among them by the
     tuning objective (1 = best), ``rank.next_week`` its rank by the same objective on week
-    ``k + 1`` (:func:`optimizer.search.tuning.selection_score` or
+    ``k + 1`` (:func:`optimizer.search.selection.selection_score` or
     :func:`optimizer.search.objective.objective_value` at ``coverage_target + coverage_margin``), and
     ``rank.spearman`` the Spearman correlation of the candidates' two objectives: whether
     what ranks well on the tuning weeks still ranks well a week later.
@@ -71,17 +71,9 @@ from forecasting.types import STEP, SeriesMeta
 from optimizer.plan.policy import Metrics
 from optimizer.rivals.incumbent import recommended_name
 from optimizer.rivals.peers import PEERS
-from optimizer.search.objective import objective_value
-from optimizer.search.tuning import (
-    SCENARIO_STREAM,
-    PolicyReplay,
-    SearchTask,
-    Tuned,
-    evaluate_policy,
-    reference_cost,
-    selection_score,
-    tune_policy,
-)
+from optimizer.search.objective import objective_value, reference_cost
+from optimizer.search.selection import selection_score
+from optimizer.search.tuning import SCENARIO_STREAM, PolicyReplay, SearchTask, Tuned, evaluate_policy, tune_policy
 
 WEEK = pd.Timedelta("7D")
 MIN_TRAIN = pd.Timedelta("7D")  #: training span before the first week (split_windows' min_train_days)

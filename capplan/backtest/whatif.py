@@ -32,7 +32,7 @@ from capplan.sources.sample import sample_dir
 from capplan.store.local import Store
 from forecasting.types import SeriesMeta
 from optimizer.engine.inputs import replay_input
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import Metrics, TrainingParams
 from optimizer.rivals.expressed import expressible
 from optimizer.search.space import ordered_labels

@@ -35,8 +35,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from capplan.config.prometheus import BasicAuth, HeaderSecret, PrometheusConfig, parse_duration  # noqa: F401 (re-exported)
-from capplan.config.quick import QUICK, QUICK_SET, apply_quick, quick_reductions  # noqa: F401 (re-exported)
+from capplan.config.fleet import FleetConfig, SeriesFleetKeys, catalogue_from, check_series_keys, parse_models
+from capplan.config.fleet import parse_share
+from capplan.config.prometheus import PrometheusConfig, parse_duration
 from capplan.config.yaml_bounds import describe, read_yaml
 from capplan.errors import InputError
 from capplan.promql import render as promql
@@ -82,6 +83,26 @@ class SeriesConfig(BaseModel):
         default="max", description="what one stored point holds: the peak of its step (capacity must cover "
         "peaks) or the last value of the step (capplan.promql.steps)")
     scrape_interval: str | None = Field(default=None, description="overrides prometheus.scrape_interval")
+    gpu_models: list[str] | None = Field(default=None, description="fleet: the GPU models (gpu_catalogue) this "
+                                         "series may run on; default: every model above min_gpu_memory_gb")
+    min_gpu_memory_gb: float | None = Field(default=None, gt=0, description="fleet: the memory floor, GB per GPU; "
+                                            "models with less never serve this series")
+    share: float | str | None = Field(default=None, description="fleet: the share of one GPU its work needs "
+                                      "(0 < share <= 1) or a MIG profile name such as 1g.10gb")
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _share(cls, v):
+        return parse_share(v)
+
+    @field_validator("gpu_models", mode="before")
+    @classmethod
+    def _gpu_models(cls, v):
+        return parse_models(v)
+
+    def fleet_keys(self) -> SeriesFleetKeys:
+        """The fleet keys this entry sets (:mod:`capplan.config.fleet`)."""
+        return SeriesFleetKeys(gpu_models=self.gpu_models, min_gpu_memory_gb=self.min_gpu_memory_gb, share=self.share)
 
     @field_validator("timezone")
     @classmethod
@@ -95,6 +116,8 @@ class SeriesConfig(BaseModel):
 
     @model_validator(mode="after")
     def _query_or_template(self):
+        if not self.query and not self.template and self.fleet_keys().is_set():
+            return self  # fleet keys only, for a series of another source (a CSV, the sample), matched by id
         if bool(self.query) == bool(self.template):
             raise ValueError(f"series {self.id!r}: set exactly one of 'query' or 'template'")
         if self.template:
@@ -275,6 +298,25 @@ class CapplanConfig(BaseModel):
                                         "replacing the built-in AWS list prices for the models named")
     export: ExportConfig = Field(default_factory=ExportConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)  # runs kept, backtest size (capplan.store.retention)
+    gpu_catalogue: dict[str, dict] = Field(default_factory=dict, description="GPU catalogue entries (optimizer."
+                                           "book.gpus.GpuModelSpec fields) overriding built-in ones or adding models")
+    fleet: FleetConfig | None = Field(default=None, description="the series planned as one fleet (cohort); default: "
+                                      "every series that sets gpu_models, min_gpu_memory_gb or share")
+
+    @model_validator(mode="after")
+    def _fleet_keys(self):
+        """Every series' fleet keys against the catalogue (:func:`capplan.config.fleet.check_series_keys`), so that
+        a bad model, floor or profile stops the run before any data is read."""
+        catalogue = catalogue_from(self.gpu_catalogue)
+        for s in self.series:
+            if s.fleet_keys().is_set() or (self.fleet is not None and s.id in self.fleet.series):
+                check_series_keys(s.id, catalogue, s.gpu_models, s.min_gpu_memory_gb, s.share,
+                                  s.gpu_model if "gpu_model" in s.model_fields_set else None)
+        return self
+
+    def gpu_catalogue_used(self):
+        """The GPU catalogue of this run: built-in entries with ``gpu_catalogue:`` over them."""
+        return catalogue_from(self.gpu_catalogue)
 
     @model_validator(mode="after")
     def _exported_labels(self):
@@ -286,6 +328,17 @@ class CapplanConfig(BaseModel):
             if "pod_label" not in self.export.model_fields_set:
                 self.export.pod_label = "exported_pod"
         return self
+
+    @field_validator("store", "models")
+    @classmethod
+    def _store_url(cls, v):
+        """The store URL rule (capplan.store.remote.check_store_url): no credentials, no memory://."""
+        from capplan.store.remote import check_store_url
+
+        try:
+            return check_store_url(v, "URL")
+        except InputError as exc:
+            raise ValueError(str(exc)) from None
 
     @field_validator("series")
     @classmethod

@@ -30,7 +30,7 @@ import requests
 import tenacity
 import urllib3
 
-from capplan.config.settings import PrometheusConfig
+from capplan.config.prometheus import PrometheusConfig
 from capplan.errors import InputError, SourceError, looks_like_name
 
 _HEADER_NAME_RE = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
@@ -93,6 +93,16 @@ class _DeadlineSession(requests.Session):
     def __init__(self, deadline_s: float):
         super().__init__()
         self.deadline_s = deadline_s
+        self.secret_headers: frozenset[str] = frozenset()  # lower-case names of the configured secret headers
+
+    def rebuild_auth(self, prepared_request, response):
+        """On a redirect to another origin (host, port or scheme: ``requests``' ``should_strip_auth``), drop
+        the secret headers (tenant ids such as ``X-Scope-OrgID``) as ``requests`` drops ``Authorization``:
+        a secret goes only to the origin it was configured for."""
+        super().rebuild_auth(prepared_request, response)
+        if self.should_strip_auth(response.request.url, prepared_request.url):
+            for name in [h for h in prepared_request.headers if h.lower() in self.secret_headers]:
+                del prepared_request.headers[name]
 
     def request(self, method, url, **kw):
         end = time.monotonic() + self.deadline_s
@@ -220,6 +230,7 @@ class PrometheusClient:
         else:
             session.verify = bool(cfg.verify_tls)
         session.headers.update(headers)
+        session.secret_headers = frozenset(h.lower() for h in headers)
         session.auth = auth
         self._session = session
         self._url = cfg.url.rstrip("/") + "/api/v1/query_range"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 
 from capplan.errors import InputError
-from capplan.promql.templates import ALIVE, TEMPLATES, Template  # noqa: F401 (registry)
+from capplan.promql.templates import ALIVE, TEMPLATES
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

@@ -265,7 +265,7 @@ class RunInfo(_Model):
     quick: bool = Field(default=False, description="a quick run (capplan plan --quick: smaller search, fewer epochs): "
                         "its figures are for a first look")
     quick_reductions: list[str] = Field(default_factory=list, description="a quick run: each part it did smaller "
-                                        "than a default plan, with both values (capplan.config.settings.quick_reductions)")
+                                        "than a default plan, with both values (capplan.config.quick.quick_reductions)")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
                                              "rolling_blocks {reused, computed, fit_reused} and search {reused, "
                                              "tuning_reused, computed}")

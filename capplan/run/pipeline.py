@@ -17,7 +17,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from capplan.config.settings import CapplanConfig, quick_reductions
+from capplan.config.quick import quick_reductions
+from capplan.config.settings import CapplanConfig
 from capplan.report.model import Report, RunInfo, price_book_used, versions
 from capplan.run.cache import prune
 from capplan.run.executor import Executor, make_executor

@@ -36,12 +36,14 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from capplan.config.settings import CapplanConfig, SeriesConfig, parse_duration
+from capplan.config.prometheus import parse_duration
+from capplan.config.settings import CapplanConfig, SeriesConfig
 from capplan.errors import InputError, SourceError
-from capplan.prometheus.client import PrometheusClient, PrometheusError, _credential  # noqa: F401 (API)
+from capplan.prometheus.client import PrometheusClient
 from capplan.prometheus.coverage import step_coverage
-from capplan.prometheus.parse import check_result, chunk_ranges, combine, parse_values, to_frame  # noqa: F401
-from capplan.promql.render import TEMPLATES, outer_aggregation
+from capplan.prometheus.parse import check_result, chunk_ranges, combine, parse_values, to_frame
+from capplan.promql.render import outer_aggregation
+from capplan.promql.templates import TEMPLATES
 from capplan.sources.implausible import mask_implausible
 from capplan.store import atomic
 from capplan.store.local import Store

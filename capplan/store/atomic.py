@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from capplan.store.diskfull import DiskFullError, disk_full_error, is_disk_full, tree_bytes  # noqa: F401 (re-exported)
+from capplan.store.diskfull import disk_full_error, is_disk_full, tree_bytes
 
 
 def _umask() -> int:

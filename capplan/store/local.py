@@ -61,6 +61,7 @@ class Store:
     """A store rooted at ``root`` (created on first write)."""
 
     def __init__(self, root: str | os.PathLike):
+        remote.check_store_url(root)  # no secret in a URL, no memory:// (InputError)
         self.remote = str(root) if remote.is_url(root) else None
         self.root = remote.local_mirror(self.remote) if self.remote else Path(root)
 

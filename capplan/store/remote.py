@@ -33,17 +33,61 @@ def is_url(root: str | os.PathLike) -> bool:
     return "://" in str(root)
 
 
+def redact_url(text: str) -> str:
+    """``text`` with the user-info part of a URL (between ``scheme://`` and the last ``@`` of the
+    authority and path, which a secret holding ``/`` or ``@`` cannot escape) replaced by ``***``, and a
+    query string or fragment replaced by ``?***``: ``s3://KEY:SECRET@bucket/p`` -> ``s3://***@bucket/p``."""
+    scheme, sep, rest = str(text).partition("://")
+    if not sep:
+        return str(text)
+    cut = min([i for i in (rest.find("?"), rest.find("#")) if i >= 0], default=len(rest))
+    head, tail = rest[:cut], rest[cut:]
+    if "@" in head:
+        head = "***@" + head.rsplit("@", 1)[1]
+    return f"{scheme}://{head}" + ("?***" if tail else "")
+
+
+def check_store_url(root: str | os.PathLike, what: str = "store") -> str:
+    """The one rule for URLs of what capplan keeps (``store:``, ``models:``, ``--store``, ``capplan serve``):
+    a store URL must not carry a secret and must outlive the process. Returns ``root`` as given (a local
+    path is returned unchecked).
+
+    Raises InputError naming ``what`` and the URL with the secret part replaced by ``***``
+    (:func:`redact_url`), never the secret itself, when the URL holds credentials (``user:password@``;
+    they would show in errors, run summaries, report.json and logs: give them through the object store's
+    environment, ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY`` or ``GOOGLE_APPLICATION_CREDENTIALS``), a
+    query string or fragment (where tokens hide), or the scheme ``memory://`` (fsspec's in-process file
+    system: everything written there is gone when the process exits)."""
+    text = str(root)
+    if not is_url(text):
+        return text
+    scheme, _, rest = text.partition("://")
+    shown = redact_url(text)
+    if "@" in rest.split("?", 1)[0].split("#", 1)[0]:
+        raise InputError(f"{what} {shown}: credentials in a URL are refused (they would be printed and logged); "
+                         "give them through the object store's environment (AWS_ACCESS_KEY_ID and "
+                         "AWS_SECRET_ACCESS_KEY, or GOOGLE_APPLICATION_CREDENTIALS) and name the URL without them")
+    if "?" in rest or "#" in rest:
+        raise InputError(f"{what} {shown}: a query string or fragment is refused in a store URL (tokens hide "
+                         "there); give credentials through the object store's environment")
+    if scheme.lower() == "memory":
+        raise InputError(f"{what} {shown}: memory:// is refused: it keeps data only inside this process and "
+                         "loses it when the process exits; name a folder, or an s3://, gs:// or file:// URL")
+    return text
+
+
 def open_root(root: str | os.PathLike) -> tuple[fsspec.AbstractFileSystem, str]:
     """``(file system, path inside it)`` of a store root (path or URL).
 
-    Raises InputError naming the root when its scheme has no fsspec implementation installed
-    (e.g. ``s3://`` without s3fs)."""
-    text = str(root)
+    Raises InputError naming the root when it breaks the URL rule (:func:`check_store_url`: credentials,
+    a query string, ``memory://``) or its scheme has no fsspec implementation installed (e.g. ``s3://``
+    without s3fs)."""
+    text = check_store_url(root)
     try:
         fs, path = url_to_fs(text)
     except (ImportError, ValueError) as exc:
-        raise InputError(f"store {text}: cannot open it ({exc}); for s3:// install capplan[s3], for gs:// "
-                         "capplan[gcs]") from None
+        raise InputError(f"store {text}: cannot open it ({redact_url(str(exc))}); for s3:// install capplan[s3], "
+                         "for gs:// capplan[gcs]") from None
     return fs, path.rstrip("/")
 
 
@@ -95,4 +139,5 @@ def local_mirror(root: str) -> Path:
     return base / f"capplan-store-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
 
 
-__all__ = ["open_root", "publish_run", "latest_run", "is_url", "prune_remote_runs", "local_mirror"]
+__all__ = ["check_store_url", "redact_url", "open_root", "publish_run", "latest_run", "is_url", "prune_remote_runs",
+           "local_mirror"]

@@ -29,7 +29,7 @@ from forecasting.combining import conformal
 from forecasting.combining import weights as combination
 from forecasting.combining.lead_blend import blend_boundaries
 from forecasting.tiers import ROLLING_MODELS
-from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, STEPS_PER_DAY  # noqa: F401  (STEP: re-exported)
+from forecasting.types import FORECAST_COLUMNS, QCOLS, STEP, STEPS_PER_DAY
 
 PLAN_STEPS = 7 * STEPS_PER_DAY  # the plan forecast: 7 days of 5-minute steps
 #: the combination's members: the tiers, the two benchmarks, and the robust members

@@ -1,7 +1,7 @@
 """Replay inputs: one series' demand and its decision-time forecast lookups on a window.
 
 :func:`replay_input` turns a history slice and the combined rolling-origin
-forecasts into the :class:`optimizer.engine.replay.ReplayInput` the simulator steps
+forecasts into the :class:`optimizer.engine.replay_core.ReplayInput` the simulator steps
 through. Decision inputs come only from forecasts issued before each decision
 (DESIGN.md, "Replay simulator"):
 
@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from forecasting.regularise import regularise
-from forecasting.types import QCOLS, STEP, SeriesMeta  # noqa: F401  (STEP: re-exported)
+from forecasting.types import QCOLS, STEP, SeriesMeta
 from optimizer.book.prices import GpuPrice, price_for
 from optimizer.book.purchase import spot_terms
-from optimizer.engine.replay import ReplayInput, latest_before, period_lookup
+from optimizer.engine.replay_core import ReplayInput, latest_before, period_lookup
 from optimizer.training.calibrated import calibrated_hour_max
 from optimizer.training.calibrated_day import calibrated_day_level
 from optimizer.training.fresh_hour import refreshed_hour_max

@@ -70,14 +70,10 @@ import numpy as np
 
 from optimizer.book.purchase import purchase_mix, reserved_level, sellable_layers, spot_terms, within_quota
 from optimizer.book.whole_units import count_tolerance, whole
-from optimizer.engine.replay_core import (  # noqa: F401
+from optimizer.engine.replay_core import (
     SPOT_OUTAGES,
     ReplayInput,
     hpa_from_params,
-    latest_before,
-    observed_demand,
-    period_lookup,
-    period_reduce,
     prescale_demand,
     run_controller,
     window_metrics,

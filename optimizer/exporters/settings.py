@@ -33,7 +33,9 @@ def check_prometheus_url(v: str) -> str:
     u = urlparse(v)
     if u.scheme not in ("http", "https") or not u.hostname:
         raise ValueError("must be an http:// or https:// URL")
-    if u.username or u.password:
+    if u.username or u.password or "@" in v.split("://", 1)[-1].split("?", 1)[0].split("#", 1)[0]:
+        # any "@" before the query: a secret holding "/" ends urllib's user-info early (the same rule as
+        # capplan.store.remote.check_store_url)
         raise ValueError("must not contain credentials; use basic_auth with password_env, or bearer_token_env "
                          "(for KEDA: export.keda_auth)")
     if u.query or u.fragment:

@@ -29,7 +29,7 @@ import yaml
 
 from optimizer.exporters.lint import lint
 from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem, yaml_problem
-from optimizer.exporters.schemas import default_schemas_dir  # noqa: F401  (re-exported: part of this module's API)
+from optimizer.exporters.schemas import default_schemas_dir
 
 SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",

@@ -64,7 +64,7 @@ def lead_steps(step_s: int, cold_start_s: int, metrics_lag_s: int) -> int:
 
 
 def observed_lag_steps(step_s: int, metrics_lag_s: int) -> int:
-    """``g``: the decision at step ``i`` sees demand up to step ``i - g`` (:func:`optimizer.engine.replay.observed_demand`)."""
+    """``g``: the decision at step ``i`` sees demand up to step ``i - g`` (:func:`optimizer.engine.replay_core.observed_demand`)."""
     return 1 + int(np.ceil(max(metrics_lag_s, 0) / step_s - 1e-9))
 
 
@@ -82,7 +82,7 @@ def lookahead_target(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
                      ) -> np.ndarray:
     """Per step of ``inp``'s window, ``L_j + M_j`` (replicas at 100 % utilisation, float; module
     docstring), from the demand observable at the step's decision time only. Missing demand is
-    carried forward (as :func:`optimizer.engine.replay.observed_demand`); 0 before anything is known."""
+    carried forward (as :func:`optimizer.engine.replay_core.observed_demand`); 0 before anything is known."""
     before = inp.history_before if inp.history_before is not None else np.array([])
     allv = pd.Series(np.concatenate([np.asarray(before, float), np.asarray(inp.demand, float)])).ffill().fillna(0.0)
     off = len(before)

@@ -5,7 +5,7 @@ The rule. At each decision ``t_i`` the autoscaler (:class:`optimizer.engine.hpa_
 tolerance, stabilisation windows and rate policies) takes the larger of two metrics:
 
 * **live**: observed demand / ``target_utilization`` (the service's GPU-utilisation trigger; the
-  demand observable at ``t_i``, :func:`optimizer.engine.replay.observed_demand`);
+  demand observable at ``t_i``, :func:`optimizer.engine.replay_core.observed_demand`);
 * **predicted**: ``capplan_forecast_demand{quantile=q, lead=L}`` / ``target_utilization``, where
   ``L = cold_start_s + metrics_lag_s`` (:func:`predictive_lead_s`). ``capplan serve`` exposes at
   scrape time ``s`` the plan forecast of the step holding ``s + L``; the autoscaler acts on that

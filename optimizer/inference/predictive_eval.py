@@ -29,7 +29,8 @@ from typing import Callable
 
 import pandas as pd
 
-from optimizer.engine.replay import ReplayInput, replay_inference
+from optimizer.engine.replay import replay_inference
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.inference.cron_replay import replay_cron, windows_before
 from optimizer.plan.policy import InferenceParams, Metrics
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.engine.replay import ReplayInput, account_training, replay_threshold
+from optimizer.engine.replay import account_training, replay_threshold
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import Metrics
 
 TRAINING_FACTOR = 1.2

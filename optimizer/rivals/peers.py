@@ -39,7 +39,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from optimizer.engine.replay import ReplayInput, account_training, observed_demand, replay_training, run_controller
+from optimizer.engine.replay import account_training, replay_training
+from optimizer.engine.replay_core import ReplayInput, observed_demand, run_controller
 from optimizer.plan.policy import Metrics, TrainingParams
 from optimizer.training.empirical import WINDOW, conformal_offset, trailing_max
 

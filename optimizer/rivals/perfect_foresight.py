@@ -63,7 +63,7 @@ from pydantic import BaseModel
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_matrix
 
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 
 EPS = 1e-9
 

@@ -16,7 +16,7 @@ a policy's week regret is::
 ``cost_w``: the replay's cost on the week's days (USD); ``shortfall_w``: its coverage below
 the tuning target on those days (:func:`optimizer.search.objective.coverage_shortfall` on the
 week's daily coverages, ``plan.coverage_objective``); ``reference_w``: serving the week's mean
-demand on demand (USD, :func:`optimizer.search.tuning.reference_cost`); ``limit_w``: the week's own
+demand on demand (USD, :func:`optimizer.search.objective.reference_cost`); ``limit_w``: the week's own
 perfect-foresight limit (:func:`optimizer.rivals.perfect_foresight.training_oracle` on the week alone, USD).
 So each week is one demand scenario, scale-free, and the objective of the default ``cost``
 selection divided by the limit on a one-week window. The policy's score is the **worst**

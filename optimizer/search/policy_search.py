@@ -40,23 +40,11 @@ from skopt.utils import cook_estimator
 
 from optimizer.plan.policy import Metrics
 from optimizer.search.noise_ties import NOISE_TIES, cheapest_within_noise
-from optimizer.search.objective import (  # noqa: F401 (re-exported)
-    COVERAGE_OBJECTIVES,
-    DAILY_REGRET_QUANTILE,
-    SELECTION_SCORES,
-    coverage_shortfall,
-    daily_regret_score,
+from optimizer.search.objective import (
     objective_value,
 )
-from optimizer.search.space import (  # noqa: F401
-    INFERENCE_ANCHORS,
-    INFERENCE_GRID,
-    LOOKAHEAD_TARGET,
-    TRAINING_ANCHORS,
-    TRAINING_GRID,
+from optimizer.search.space import (
     Space,
-    inference_space,
-    training_space,
 )
 
 

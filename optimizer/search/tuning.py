@@ -62,7 +62,8 @@ import numpy as np
 import pandas as pd
 
 from optimizer.book.purchase_check import QuotaCheck, purchase_check, recommended_replay
-from optimizer.engine.replay import ReplayInput, replay_inference, replay_training
+from optimizer.engine.replay import replay_inference, replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.inference.lookahead import cold_steps, lead_steps
 from optimizer.plan.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.rivals import baseline as base
@@ -72,19 +73,12 @@ from optimizer.rivals.judge import RULE_KEPT, SEARCHED_KEPT, days_totals, rival_
 from optimizer.rivals.peers import replay_peers
 from optimizer.rivals.perfect_foresight import OracleResult, inference_oracle, regret, training_oracle
 from optimizer.search.noise_ties import noise_tie_notes
-from optimizer.search.objective import daily_objectives, reference_cost  # noqa: F401 (reference_cost re-exported)
-from optimizer.search.policy_search import (
-    Space,
-    grid_scan,
-    inference_space,
-    neighbour_objective,
-    objective_value,
-    run_search,
-    training_space,
-)
+from optimizer.search.objective import daily_objectives, objective_value, reference_cost
+from optimizer.search.policy_search import grid_scan, neighbour_objective, run_search
 from optimizer.search.quick_grid import scan_grid, scan_only
-from optimizer.search.selection import WeeklyScore, selection_score  # noqa: F401 (re-exported)
+from optimizer.search.selection import WeeklyScore, selection_score
 from optimizer.search.settings import SearchSettings
+from optimizer.search.space import Space, inference_space, training_space
 from optimizer.training.calibrated_day import with_plan_terms
 from optimizer.training.intermittent import intermittent_space
 

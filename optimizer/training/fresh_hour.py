@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.types import QCOLS
-from optimizer.engine.replay import latest_before
+from optimizer.engine.replay_core import latest_before
 
 FIRST_HOUR = pd.Timedelta("1h")  # the 1h lead band (forecasting.combining.buckets.BANDS)
 

@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from optimizer.search.policy_search import Space, training_space
+from optimizer.search.space import Space, training_space
 
 ADI_CUTOFF = 1.32  # Syntetos, Boylan & Croston (2005): smooth / intermittent boundary
 

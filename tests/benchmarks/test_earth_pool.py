@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.earth_pool import daily_layer_idle
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 
 
 def test_a_fall_the_past_cannot_see_leaves_the_model_free_day_idle():

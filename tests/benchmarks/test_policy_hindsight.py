@@ -7,7 +7,7 @@ import pandas as pd
 
 from benchmarks.policy_hindsight import LOOKAHEAD_HINDSIGHT, hindsight_best, hindsight_points
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.rivals.peers import replay_peers
 from optimizer.search.settings import SearchSettings
 from optimizer.search.tuning import PolicyReplay

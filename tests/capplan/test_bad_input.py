@@ -392,8 +392,8 @@ def test_the_longest_lag_and_cold_start_build_a_policy_of_either_family(step_s):
     after the forecast stage before)."""
     from optimizer.inference.lookahead import cold_steps, lead_steps
     from optimizer.plan.policy import InferenceParams
-    from optimizer.search.policy_search import INFERENCE_ANCHORS, inference_space
     from optimizer.search.settings import SearchSettings
+    from optimizer.search.space import INFERENCE_ANCHORS, inference_space
 
     hi = SearchSettings.model_fields["cold_start_s"].metadata
     cold = lag = 3600
@@ -531,7 +531,7 @@ def test_export_out_refuses_to_delete_files_capplan_did_not_write(tmp_path, caps
                                         ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", False), ("S3cretPW!", False)])
 def test_an_unset_credential_variable_is_named_only_when_it_looks_like_a_name(name, shown):
     """a token pasted into bearer_token_env was printed as the variable's name."""
-    from capplan.sources.prometheus import _credential
+    from capplan.prometheus.client import _credential
 
     with pytest.raises(InputError) as e:
         _credential({}, name, "prometheus.bearer_token_env", token=True)

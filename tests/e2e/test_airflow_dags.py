@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from capplan.airflow import jobs as jobs
+from capplan.airflow import keys
 from tests.ci import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -270,12 +271,12 @@ def test_ld_key():
 
 
 def test_resolve_config_path(tmp_path, monkeypatch):
-    monkeypatch.delenv(jobs.CONFIG_ENV, raising=False)
+    monkeypatch.delenv(keys.CONFIG_ENV, raising=False)
     with pytest.raises(jobs.JobError, match="capplan_config"):
         jobs.resolve_config_path(None)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("store: s\n")
-    monkeypatch.setenv(jobs.CONFIG_ENV, str(cfg))
+    monkeypatch.setenv(keys.CONFIG_ENV, str(cfg))
     assert jobs.resolve_config_path(None) == cfg
     other = tmp_path / "other.yaml"
     other.write_text("store: s\n")
@@ -307,7 +308,7 @@ def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
     assert "pw" not in cfg.model_dump_json()
     assert jobs.connection_overrides(cfg, None) == (cfg, {})
     # the client reads the secret from the mapping it is given
-    from capplan.sources.prometheus import PrometheusClient
+    from capplan.prometheus.client import PrometheusClient
 
     client = PrometheusClient(cfg.prometheus, env={**os.environ, **secrets})
     assert "pw" in client._secrets

@@ -9,7 +9,8 @@ import sys
 
 import pandas as pd
 
-from capplan.config.settings import apply_quick, load_config, quick_reductions
+from capplan.config.quick import apply_quick, quick_reductions
+from capplan.config.settings import load_config
 from tests.conftest import REPO
 
 

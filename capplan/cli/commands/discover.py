@@ -9,16 +9,19 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from capplan.cli.commands.output import Format, render
 from capplan.cli.console import out
-from capplan.config.settings import PrometheusConfig, parse_duration
+from capplan.config.prometheus import PrometheusConfig, parse_duration
+from capplan.config.yaml_bounds import describe
 from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
 from capplan.prometheus.discover import discover, dump, header_env, starter_config
 from capplan.sources.prometheus import to_epoch
 from capplan.store import atomic
+from capplan.store.remote import check_store_url
 
 
 def parse_headers(pairs: list[str] | None) -> dict[str, str]:
@@ -61,8 +64,9 @@ def register(app: typer.Typer) -> None:
         try:
             cfg = PrometheusConfig.model_validate({"url": prometheus_url, "scrape_interval": scrape_interval,
                                                    "headers": {k: {"env": header_env(k)} for k in headers}})
-        except ValueError as exc:
-            raise InputError(f"--prometheus-url/--header: {str(exc).splitlines()[-1].strip()}") from None
+        except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
+            raise InputError(f"--prometheus-url/--header: {describe(exc.errors()[0], None)}") from None
+        check_store_url(store, "--store")  # no secret in the URL the written config names
         lb = parse_duration(lookback)
         end = to_epoch(at, "--at") if at else int(time.time())
         client = PrometheusClient(cfg, env=env)

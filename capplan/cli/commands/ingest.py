@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from pydantic import ValidationError
 from rich.table import Table
 
 from capplan.cli.commands.output import (
@@ -19,7 +20,9 @@ from capplan.cli.commands.output import (
     split_ids,
 )
 from capplan.cli.console import StageProgress, out
-from capplan.config.settings import CapplanConfig, PrometheusConfig, load_config
+from capplan.config.prometheus import PrometheusConfig
+from capplan.config.settings import CapplanConfig, load_config
+from capplan.config.yaml_bounds import describe
 from capplan.errors import InputError
 from capplan.sources.prometheus import ingest as run_ingest
 from capplan.store.local import Store
@@ -51,8 +54,8 @@ def with_prometheus_url(cfg: CapplanConfig, url: str | None) -> CapplanConfig:
     base = cfg.prometheus.model_dump() if cfg.prometheus is not None else {}
     try:
         cfg.prometheus = PrometheusConfig.model_validate({**base, "url": url})
-    except ValueError as exc:
-        raise InputError(f"--prometheus-url: {str(exc).splitlines()[-1].strip()}") from None
+    except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
+        raise InputError(f"--prometheus-url: {describe(exc.errors()[0], None)}") from None
     return cfg
 
 

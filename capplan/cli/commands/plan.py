@@ -9,7 +9,7 @@ table; numbers are never cut. Under the table: the fleet summary
 (:mod:`capplan.report.summary`), the fleet's purchase mix (:mod:`capplan.report.mix_shares`),
 the notes grouped and ordered by what to act on (:mod:`capplan.report.notes`), what was
 written, and the store and model folder used. ``--quick`` applies
-:data:`capplan.config.settings.QUICK` and says so before and after the table.
+:data:`capplan.config.quick.QUICK` and says so before and after the table.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from capplan.cli.commands.output import (
 from capplan.cli.console import StageProgress, err, out
 from capplan.cli.options import check_timezone
 from capplan.cli.table import Column, fit_table
-from capplan.config.settings import PlanConfig, apply_quick, load_config
+from capplan.config.quick import apply_quick
+from capplan.config.settings import PlanConfig, load_config
 from capplan.errors import EXIT_PARTIAL, InputError
 from capplan.report.mix_shares import csv_fields, mix_of, short
 from capplan.report.model import Report, SeriesReport

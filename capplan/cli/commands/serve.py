@@ -12,6 +12,7 @@ from capplan.config.settings import load_config
 from capplan.errors import InputError
 from capplan.serve.plan import PlanSource
 from capplan.serve.server import make_server
+from capplan.store.remote import check_store_url
 from optimizer.inference.predictive import predictive_lead_s
 
 
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
         good plan when a newer run does not load.
         """
         cfg = load_config(config)
-        root = store or cfg.store
+        root = check_store_url(store, "--store") if store else cfg.store
         lead = predictive_lead_s(cfg.plan.cold_start_s, cfg.plan.metrics_lag_s)
         source = PlanSource(root, poll_s=poll_s)
         try:

@@ -30,9 +30,12 @@ def store_option(store: str) -> str:
     ``file://``; :mod:`capplan.store.remote`) as given, a folder as its absolute path (relative to the
     working folder, unlike a config's ``store:``, which is relative to the config file).
 
-    Raises :class:`capplan.errors.InputError` when the folder exists as a file."""
+    Raises :class:`capplan.errors.InputError` when the folder exists as a file, or the URL breaks the
+    store URL rule (:func:`capplan.store.remote.check_store_url`: no credentials, no ``memory://``)."""
     if "://" in store:
-        return store
+        from capplan.store.remote import check_store_url
+
+        return check_store_url(store, "--store")
     p = Path(store).expanduser().resolve()
     if p.exists() and not p.is_dir():
         raise InputError(f"--store {store}: is a file; point it at a folder (it is created when missing)")

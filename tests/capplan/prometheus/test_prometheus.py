@@ -17,10 +17,13 @@ import pandas as pd
 import pytest
 import requests
 
-from capplan.config.settings import CapplanConfig, PrometheusConfig, SeriesConfig, load_config
+from capplan.config.prometheus import PrometheusConfig
+from capplan.config.settings import CapplanConfig, SeriesConfig, load_config
 from capplan.errors import InputError
+from capplan.prometheus.client import PrometheusClient
+from capplan.prometheus.parse import chunk_ranges, parse_values
 from capplan.promql import render as promql
-from capplan.sources.prometheus import PrometheusClient, chunk_ranges, ingest, parse_values, pull
+from capplan.sources.prometheus import ingest, pull
 from capplan.store.local import Store
 from tests import prom_fixture as pf
 from tests.conftest import run_cli

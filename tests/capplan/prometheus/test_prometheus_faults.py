@@ -16,9 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capplan.config.settings import CapplanConfig, PrometheusConfig, SeriesConfig
+from capplan.config.prometheus import PrometheusConfig
+from capplan.config.settings import CapplanConfig, SeriesConfig
+from capplan.prometheus.client import PrometheusClient
 from capplan.promql import render
-from capplan.sources.prometheus import PrometheusClient, pull
+from capplan.sources.prometheus import pull
 from capplan.store.local import Store
 from optimizer.exporters.settings import ExportSettings
 from tests import prom_fixture as pf
@@ -230,7 +232,7 @@ def silent(h, q):
 
 @pytest.mark.parametrize("handler", [trickle, silent], ids=["one-byte-every-1.5s", "no-answer"])
 def test_timeout_is_a_deadline_and_says_timed_out(handler):
-    from capplan.sources.prometheus import PrometheusError
+    from capplan.prometheus.client import PrometheusError
 
     with fake_server(handler) as url:
         client = PrometheusClient(PrometheusConfig(url=url, timeout_s=2, retries=0))

@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from capplan.cli.commands.plan import csv_rows, print_report
-from capplan.config.settings import QUICK, CapplanConfig, apply_quick
+from capplan.config.quick import QUICK, apply_quick
+from capplan.config.settings import CapplanConfig
 from capplan.report.model import Report
 from capplan.report.notes import fold_informational, group_notes
 from capplan.report.risk import risk_warnings

@@ -13,7 +13,8 @@ from capplan.report.summary import fleet_summary, summary_lines
 from optimizer.book.prices import GpuPrice, default_price_book
 from optimizer.book.purchase import held_reservation, mix_note, mix_total, sellable_layers, spot_share, within_quota
 from optimizer.book.purchase_check import quota_check
-from optimizer.engine.replay import ReplayInput, account_training, replay_training
+from optimizer.engine.replay import account_training, replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import write_all
 from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.validate import validate_dir

@@ -9,7 +9,8 @@ import pytest
 from forecasting.types import QCOLS
 from optimizer.book.prices import GpuPrice
 from optimizer.book.whole_units import COUNT_TOLERANCE, count_tolerance, is_count, whole
-from optimizer.engine.replay import ReplayInput, replay_training
+from optimizer.engine.replay import replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.capacity import capacity_plan
 from optimizer.plan.policy import Metrics, TrainingParams
 from optimizer.rivals.judge import Z, rival_margin, rival_wins

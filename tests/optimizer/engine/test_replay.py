@@ -10,17 +10,12 @@ import pytest
 
 from forecasting.types import QCOLS
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import (
-    ReplayInput,
-    account_training,
-    period_lookup,
-    replay_inference,
-    replay_training,
-    spot_losses,
-)
+from optimizer.engine.replay import account_training, replay_inference, replay_training, spot_losses
+from optimizer.engine.replay_core import ReplayInput, period_lookup
 from optimizer.plan.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.rivals import baseline
-from optimizer.search.policy_search import run_search, training_space
+from optimizer.search.policy_search import run_search
+from optimizer.search.space import training_space
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 
@@ -311,7 +306,7 @@ def test_tied_policies_resolve_to_the_safest_cheapest_deterministically():
 
 
 def test_daily_coverage_objective_punishes_misses_bunched_on_one_day():
-    from optimizer.search.policy_search import coverage_shortfall, objective_value
+    from optimizer.search.objective import coverage_shortfall, objective_value
 
     # two days of 10 GPUs held; demand exceeds it for 6 hours of the second day only
     d = np.full(576, 8.0)
@@ -347,7 +342,7 @@ def test_all_zero_tuning_window_gives_a_stated_deterministic_choice():
 
 
 def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():
-    from optimizer.search.policy_search import TRAINING_ANCHORS
+    from optimizer.search.space import TRAINING_ANCHORS
 
     def ev(p):
         return Metrics(cost_usd=p.reservation_ratio + p.headroom, coverage=1.0, idle_ratio=0.0, unmet=0.0)
@@ -364,7 +359,7 @@ def test_both_searches_start_from_the_same_anchor_and_keep_the_budget():
 
 def test_daily_regret_score_weighs_each_day_against_its_own_limit():
     from optimizer.rivals.perfect_foresight import daily_training_limits, training_oracle
-    from optimizer.search.policy_search import daily_regret_score, objective_value
+    from optimizer.search.objective import daily_regret_score, objective_value
 
     # a busy day (40 GPUs) then three quiet days (2 GPUs); held capacity 42 all along or 42 then 4
     d = np.r_[np.full(288, 40.0), np.full(3 * 288, 2.0)]
@@ -393,9 +388,10 @@ def test_daily_regret_score_weighs_each_day_against_its_own_limit():
 
 
 def test_selection_score_setting_reaches_the_search():
-    from optimizer.search.policy_search import objective_value
+    from optimizer.search.objective import objective_value
+    from optimizer.search.selection import selection_score
     from optimizer.search.settings import SearchSettings
-    from optimizer.search.tuning import SearchTask, search_one, selection_score
+    from optimizer.search.tuning import SearchTask, search_one
 
     d = np.r_[np.full(288, 40.0), np.full(3 * 288, 2.0)]
     tune = _flat(inp(d), 20.0, 20.0, np.full(len(d), 20.0))
@@ -418,7 +414,8 @@ def test_selection_score_setting_reaches_the_search():
 def test_refinement_is_judged_like_the_scan_on_its_neighbours():
     from skopt.space import Real
 
-    from optimizer.search.policy_search import Space, grid_scan, neighbour_objective
+    from optimizer.search.policy_search import grid_scan, neighbour_objective
+    from optimizer.search.space import Space
 
     # one numeric knob; the objective is 10 everywhere except a narrow dip at 1.03 and a wide,
     # shallower valley around 0.8

@@ -11,14 +11,16 @@ import pytest
 import yaml
 
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import INFERENCE_FAMILIES, ReplayInput, replay_inference
+from optimizer.engine.replay import INFERENCE_FAMILIES, replay_inference
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import render_all
 from optimizer.exporters.lint import lint_object
 from optimizer.exporters.validate import validate_object
 from optimizer.inference.lookahead import lead_steps, lookahead_target, promql
 from optimizer.plan.policy import InferenceParams, Metrics, SeriesPlan
 from optimizer.rivals.perfect_foresight import inference_oracle
-from optimizer.search.policy_search import grid_scan, inference_space
+from optimizer.search.policy_search import grid_scan
+from optimizer.search.space import inference_space
 
 PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.inference.lookahead import cold_steps, lead_steps, lookahead_target, observed_lag_steps, promql
 from optimizer.plan.policy import InferenceParams
 from tests.prom_fixture import create_blocks, helios, require_prometheus, start_prometheus

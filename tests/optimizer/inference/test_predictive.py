@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import INFERENCE_FAMILIES, ReplayInput, replay_inference
+from optimizer.engine.replay import INFERENCE_FAMILIES, replay_inference
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import export_warnings, render_all
 from optimizer.exporters.lint import lint_object
 from optimizer.exporters.predictive import predictive_query, promql_label

@@ -10,7 +10,8 @@ import pytest
 
 from forecasting.types import QCOLS
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput, replay_inference, replay_training
+from optimizer.engine.replay import replay_inference, replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import InferenceParams, TrainingParams
 from optimizer.rivals import baseline
 from optimizer.rivals.peers import PEERS, conformal_offset, replay_peers

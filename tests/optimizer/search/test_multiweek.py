@@ -9,7 +9,7 @@ import pytest
 
 from forecasting.backtest import split_windows
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import Metrics
 from optimizer.search.multiweek import (
     WeekEvidence,

@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from optimizer.search.policy_search import SearchResult, inference_space, training_space
+from optimizer.search.policy_search import SearchResult
 from optimizer.search.quick_grid import COARSE_INFERENCE_GRID, COARSE_TRAINING_GRID, scan_grid, scan_only
 from optimizer.search.settings import SearchSettings
-from optimizer.search.space import INFERENCE_GRID, TRAINING_GRID
+from optimizer.search.space import INFERENCE_GRID, TRAINING_GRID, inference_space, training_space
 from optimizer.search.tuning import tune_policy
 from tests.optimizer.search.test_tuning import _task
 

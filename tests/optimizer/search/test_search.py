@@ -10,16 +10,9 @@ import pytest
 from skopt.space import Real
 
 from optimizer.plan.policy import Metrics
-from optimizer.search.policy_search import (
-    Space,
-    coverage_shortfall,
-    daily_regret_score,
-    grid_scan,
-    objective_value,
-    pick_best,
-    run_search,
-    training_space,
-)
+from optimizer.search.objective import coverage_shortfall, daily_regret_score, objective_value
+from optimizer.search.policy_search import grid_scan, pick_best, run_search
+from optimizer.search.space import Space, training_space
 
 
 def metrics(cost=0.0, coverage=1.0, daily=None, daily_cost=None) -> Metrics:

@@ -10,8 +10,9 @@ from skopt.space import Categorical, Real
 from optimizer.plan.policy import Metrics
 from optimizer.rivals.judge import Z
 from optimizer.search.noise_ties import cheapest_within_noise, noise_tie_notes, within_noise
-from optimizer.search.policy_search import Space, grid_scan
+from optimizer.search.policy_search import grid_scan
 from optimizer.search.settings import SearchSettings
+from optimizer.search.space import Space
 
 
 class _P(BaseModel):

@@ -9,17 +9,17 @@ import pandas as pd
 import pytest
 
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.policy import Metrics
+from optimizer.search.objective import reference_cost
+from optimizer.search.selection import selection_score
 from optimizer.search.settings import SearchSettings
 from optimizer.search.tuning import (
     SearchOutcome,
     SearchTask,
     evaluate_policy,
     policy_warnings,
-    reference_cost,
     search_one,
-    selection_score,
     short_window,
     tune_key_parts,
     tune_policy,

@@ -8,7 +8,7 @@ import pytest
 
 from optimizer.plan.capacity import capacity_plan
 from optimizer.plan.policy import Metrics
-from optimizer.search.policy_search import coverage_shortfall
+from optimizer.search.objective import coverage_shortfall
 from optimizer.training.calibrated import LEVELS, MIN_ERRORS, NAMES, calibrated_hour_max
 
 T0 = pd.Timestamp("2024-01-01", tz="UTC")

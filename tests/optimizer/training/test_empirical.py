@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from optimizer.book.prices import GpuPrice
-from optimizer.engine.replay import ReplayInput, replay_training
+from optimizer.engine.replay import replay_training
+from optimizer.engine.replay_core import ReplayInput
 from optimizer.plan.capacity import capacity_plan
 from optimizer.plan.policy import TrainingParams
 from optimizer.rivals.expressed import expressed_params, expressible

@@ -9,8 +9,9 @@ import pytest
 from skopt.space import Categorical, Real
 
 from optimizer.plan.policy import Metrics
-from optimizer.search.policy_search import Space, grid_scan
+from optimizer.search.policy_search import grid_scan
 from optimizer.search.settings import SearchSettings
+from optimizer.search.space import Space
 from optimizer.search.tuning import SearchTask, search_one
 from optimizer.training.intermittent import ADI_CUTOFF, average_demand_interval, intermittent_space, is_intermittent
 from tests.optimizer.engine.test_replay import _flat, inp
