@@ -1,5 +1,5 @@
 """Object-store roots (capplan.store.remote): runs published manifest last, read by capplan serve, pruned
-there; on fsspec's in-memory file system and on a local S3-compatible server (moto)."""
+there; on file:// URLs and on a local S3-compatible server (moto); fsspec's in-memory file system is refused."""
 
 from __future__ import annotations
 
@@ -43,12 +43,11 @@ def _roundtrip(root: str, monkeypatch, tmp_path):
     assert latest_run(root) == second and fs.exists(f"{base}/runs/{second}/report.json")
 
 
-def test_memory_filesystem(monkeypatch, tmp_path):
-    root = f"memory://capplan-{uuid.uuid4().hex[:8]}/store"
-    try:
-        _roundtrip(root, monkeypatch, tmp_path)
-    finally:
-        fsspec.filesystem("memory").rm(root.removeprefix("memory://").split("/")[0], recursive=True)
+def test_memory_filesystem_is_refused(tmp_path):
+    from capplan.errors import InputError
+
+    with pytest.raises(InputError, match="memory://"):
+        Store(f"memory://capplan-{uuid.uuid4().hex[:8]}/store")
 
 
 def test_file_url(monkeypatch, tmp_path):
@@ -56,7 +55,7 @@ def test_file_url(monkeypatch, tmp_path):
 
 
 def test_publish_uploads_every_file_before_latest(tmp_path):
-    root = f"memory://capplan-{uuid.uuid4().hex[:8]}"
+    root = f"file://{tmp_path / 'bucket'}"
     run = tmp_path / "run"
     (run / "manifests").mkdir(parents=True)
     (run / "report.json").write_text("{}")
@@ -117,7 +116,7 @@ def test_model_registry_on_an_object_store(monkeypatch, tmp_path):
     from capplan.config.settings import ForecastConfig
     from capplan.store.remote_models import RemoteModelRegistry
 
-    url = f"memory://capplan-{uuid.uuid4().hex[:8]}/models"
+    url = f"file://{tmp_path / 'bucket'}/models"
     monkeypatch.setenv("CAPPLAN_WORKDIR", str(tmp_path / "a"))
     reg = ForecastConfig().registry(url)
     assert isinstance(reg, RemoteModelRegistry)
