@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from capplan.config import fleet as fleet_keys
+from capplan.config import fleet as fleet_cfg
 from capplan.config.fleet import FleetConfig, SeriesFleetKeys, catalogue_from, check_series_keys, parse_models
 from capplan.config.prometheus import PrometheusConfig, parse_duration
 from capplan.config.yaml_bounds import describe, read_yaml
@@ -93,7 +93,7 @@ class SeriesConfig(BaseModel):
     @field_validator("share", mode="before")
     @classmethod
     def _share(cls, v):
-        return fleet_keys.parse_share(v)
+        return fleet_cfg.parse_share(v)
 
     @field_validator("gpu_models", mode="before")
     @classmethod

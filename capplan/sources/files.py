@@ -1,7 +1,10 @@
 """``csv:PATH`` and ``parquet:PATH`` sources: a long table of demand.
 
 Columns: ``timestamp``, ``series_id``, ``value`` (required) and optional
-``kind`` (training|inference), ``unit`` (gpu|replica), ``gpu_model``, named in any case.
+``kind`` (training|inference), ``unit`` (gpu|replica), ``gpu_model``, named in any case, and the fleet keys
+(:mod:`capplan.config.fleet`): ``gpu_models`` (GPU models separated by ``|``), ``min_gpu_memory_gb``, ``share``
+(a number 0 < share <= 1 or a MIG profile such as ``1g.10gb``), one value per series; they are checked against
+the built-in GPU catalogue here (a config's ``gpu_catalogue:`` is applied later, by the fleet stage).
 
 * ``timestamp`` is ISO 8601 with or without an offset, or Unix epoch seconds.
   Naive timestamps are read in ``--timezone`` (default UTC); everything is
@@ -32,7 +35,8 @@ from capplan.sources.history import LoadedHistory
 from forecasting.types import SeriesMeta
 
 REQUIRED = ("timestamp", "series_id", "value")
-COLUMNS = (*REQUIRED, "kind", "unit", "gpu_model")
+FLEET_COLUMNS = ("gpu_models", "min_gpu_memory_gb", "share")
+COLUMNS = (*REQUIRED, "kind", "unit", "gpu_model", *FLEET_COLUMNS)
 """Every column capplan reads; a header names them in any case (``Timestamp``)."""
 MISSING_WORDS = ("nan", "na", "n/a", "null", "none")
 """``value`` cells (lower-cased) read as missing, as pandas' and R's exports write them."""
@@ -189,7 +193,7 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
     meta = {}
     for s_id, g in df.assign(series_id=sid).groupby("series_id", sort=True):
         kw = {}
-        for col in ("kind", "unit", "gpu_model"):
+        for col in ("kind", "unit", "gpu_model", *FLEET_COLUMNS):
             if col in g.columns and g[col].notna().any():
                 vals = g[col].dropna().astype(str).str.strip().unique()
                 if len(vals) > 1:
@@ -203,11 +207,35 @@ def _finish(p: Path, df: pd.DataFrame, timezone: str) -> LoadedHistory:
         if kw.get("kind", "training") == "training" and kw.get("unit", "gpu") != "gpu":
             raise InputError(f"{p}: series {s_id}: column unit: {kw['unit']!r} for a training pool; training "
                              "demand is counted in GPUs (unit gpu); replicas are for kind inference")
+        fleet = {c: kw.pop(c) for c in FLEET_COLUMNS if c in kw}
+        if fleet:
+            kw.update(_fleet_columns(p, s_id, fleet, kw.get("gpu_model")))
         try:
             meta[s_id] = SeriesMeta(timezone=timezone, **kw)
         except Exception as exc:
             raise InputError(f"{p}: series {s_id}: {exc.errors()[0]['loc'][0]}: {exc.errors()[0]['msg']}") from None
     return LoadedHistory(frame, meta, notes, label=f"{p}", rows=pd.Series(np.arange(len(frame)) + 2, index=frame.index))
+
+
+def _fleet_columns(p: Path, s_id: str, cols: dict[str, str], gpu_model: str | None) -> dict:
+    """The fleet columns of one series as SeriesMeta extras (``gpu_models`` a list, ``min_gpu_memory_gb`` a
+    float, ``share`` a float or a MIG profile name). Raises InputError naming the file, series and column of a
+    bad value, an unknown model or profile, or a floor no allowed model holds (checked against the built-in
+    catalogue, :func:`capplan.config.fleet.check_series_keys`)."""
+    from pydantic import ValidationError
+
+    from capplan.config.fleet import SeriesFleetKeys, catalogue_from, check_series_keys
+
+    try:
+        keys = SeriesFleetKeys.model_validate(cols)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(f"{p}: series {s_id}: column {err['loc'][0]}: {err['msg']}") from None
+    try:
+        check_series_keys(s_id, catalogue_from({}), keys.gpu_models, keys.min_gpu_memory_gb, keys.share, gpu_model)
+    except ValueError as exc:
+        raise InputError(f"{p}: {exc}") from None
+    return keys.model_dump(exclude_none=True)
 
 
 def load_csv(arg: str, *, timezone: str = "UTC", **_) -> LoadedHistory:
