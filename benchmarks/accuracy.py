@@ -47,7 +47,8 @@ from forecasting.metrics import seasonal_scale
 from forecasting.tiers import ROLLING_MODELS
 
 #: every model the hindsight bound may combine: the combination's members and the peers
-BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "autoets")
+BOUND_MODELS = ("hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet",
+                "autoets")
 STEP = pd.Timedelta("5min")
 
 

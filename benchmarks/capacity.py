@@ -342,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         if a.forecast_sets:
             moves = forecast_moves(a.forecast_sets, a.seeds, sorted(prep.windows))
             s0 = a.seeds[0]
-            print(f"\nForecasts across those seeds (benchmarks.seed_forecasts): mean |seed - seed {s0}| / mean |seed {s0}|,"
+            print(f"\nForecasts across those seeds (benchmarks.seed_forecasts): mean |seed - seed {s0}| "
+                  f"/ mean |seed {s0}|,"
                   " %, the largest over the seeds; combined forecasts beside each series' cost spread")
             comb = moves[moves["tier"] == "combined"].set_index("series")[["p50_pct", "p95_pct"]]
             comb["cost_max_dev_pct"] = spread["max_dev_pct"].reindex(comb.index)

@@ -158,11 +158,11 @@ def target_counts(rows: list[tuple[float, float, float]], limit_idle: float) -> 
 
 
 def scale_rows(cfg: CapplanConfig, pools: list[pd.DataFrame], seeds: list[int], cache: Path | None) -> pd.DataFrame:
-    """One row per pool (history frames of :func:`earth_pool` or :func:`flat_pool`) and seed: the recommended policy's regret, coverage, idle ratio and cost (USD),
-    the limit's idle ratio and the gap, the baseline's and the reactive peer's regret, the empirical
-    peer's regret, coverage and idle ratio (:mod:`optimizer.training.empirical`), the idle ratios of
-    :func:`daily_layer_idle`, the hindsight check of :func:`hindsight_targets` (the first seed's), and the policy
-    chosen. The forecasts are made (or read from ``cache``) once per pool; each seed re-runs the search."""
+    """One row per pool (history frames of :func:`earth_pool` or :func:`flat_pool`) and seed: the recommended policy's
+    regret, coverage, idle ratio and cost (USD), the limit's idle ratio and the gap, the baseline's and the reactive
+    peer's regret, the empirical peer's regret, coverage and idle ratio (:mod:`optimizer.training.empirical`), the idle
+    ratios of :func:`daily_layer_idle`, the hindsight check of :func:`hindsight_targets` (the first seed's), and the
+    policy chosen. The forecasts are made (or read from ``cache``) once per pool; each seed re-runs the search."""
     rows = []
     for frame in pools:
         t0 = time.perf_counter()

@@ -68,7 +68,8 @@ def window_errors(forecasts: pd.DataFrame, actual: pd.Series, start: pd.Timestam
     if not ok.any():
         return {"hours": 0, "fresh_1h": np.nan, "shifted_24h": np.nan, "ratio": np.nan}
     a, b = np.abs(first[ok] - real[ok]).mean(), np.abs(shifted[ok] - real[ok]).mean()
-    return {"hours": int(ok.sum()), "fresh_1h": a, "shifted_24h": b, "ratio": b / a if a > 0 else (1.0 if b == 0 else np.inf)}
+    return {"hours": int(ok.sum()), "fresh_1h": a, "shifted_24h": b,
+            "ratio": b / a if a > 0 else (1.0 if b == 0 else np.inf)}
 
 
 def series_rows(state) -> list[dict]:

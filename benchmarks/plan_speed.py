@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as d, common.stage_meter(pipeline.PLAN) as rows:
         cfg.models = str(Path(d) / "models")  # a cold registry: every model is fitted
         rep = pipeline.run_plan("sample", cfg, Path(d) / "out", series=a.series, seed=0,
-                                progress=lambda stage, msg: print(f"  [{time.perf_counter() - t0:6.1f}s] {stage}: {msg}",
-                                                                  flush=True))
+                                progress=lambda stage, msg: print(
+                                    f"  [{time.perf_counter() - t0:6.1f}s] {stage}: {msg}", flush=True))
     total = time.perf_counter() - t0
     print(f"{'stage':<12}{'seconds':>10}{'peak RSS MiB':>15}")
     for name, v in rows.items():

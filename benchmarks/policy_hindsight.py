@@ -10,8 +10,9 @@ reaches the target there. The analogue for forecasts is
 
 Families (:func:`hindsight_points`):
 
-* training pools: the scan of :func:`optimizer.search.policy_search.grid_scan` (:data:`optimizer.search.policy_search.TRAINING_GRID`),
-  plus the calibrated rule of :mod:`optimizer.rivals.incumbent` (its ``a95`` top-up is not on the scan's grid);
+* training pools: the scan of :func:`optimizer.search.policy_search.grid_scan`
+  (:data:`optimizer.search.policy_search.TRAINING_GRID`), plus the calibrated rule of :mod:`optimizer.rivals.incumbent`
+  (its ``a95`` top-up is not on the scan's grid);
 * inference services: the scan of :data:`optimizer.search.policy_search.INFERENCE_GRID` widened for the
   ``lookahead`` family (:data:`LOOKAHEAD_HINDSIGHT`: level windows from one step to an hour and
   error quantiles from 0.5 to 0.975 in 0.025 steps, with and without the utilisation trigger's

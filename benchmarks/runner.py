@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     Exits 2 for an unknown benchmark name, with the list of names.
     """
     ap = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0],
-                                 epilog="benchmarks:\n" + _listing(), formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 epilog="benchmarks:\n" + _listing(),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-record", action="store_true", help="print only; leave benchmarks/RESULTS.md as it is")
     ap.add_argument("--results", type=Path, default=RESULTS, help="the results file to record in")
     ap.add_argument("name", help="the benchmark, or 'list'")

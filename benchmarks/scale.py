@@ -20,8 +20,8 @@ fresh subprocess, so its peak RSS is its own. Prints:
    new data), each against the cold one (target: <= 40 % of the cold run).
 
 ``--fast`` uses the test suite's small settings (8 search calls, 2 LSTM epochs);
-without it, the defaults. ``--executor``/``--workers`` set the executor of ``--sizes``. Figures on a shared machine are noisy: compare ratios
-measured in one run, not absolute seconds across runs.
+without it, the defaults. ``--executor``/``--workers`` set the executor of ``--sizes``. Figures on a shared
+machine are noisy: compare ratios measured in one run, not absolute seconds across runs.
 """
 
 from __future__ import annotations
@@ -84,14 +84,16 @@ def one(n: int, executor: str, workers: int | None, fast: bool, models: str | No
                                 store=Store(store) if store else None, publish=False)
         total = time.perf_counter() - t0
     return {"n": n, "executor": executor, "workers": workers, "total_s": round(total, 2), "stages": rows,
-            "peak_mib": round(common.peak_rss_mib(children=True)), "planned": len(rep.series), "failed": len(rep.failed),
+            "peak_mib": round(common.peak_rss_mib(children=True)), "planned": len(rep.series),
+            "failed": len(rep.failed),
             "reuse": rep.run.reuse, "models": {t: {k: len(v) for k, v in m.items() if k in ("reused", "fitted")}
                                                for t, m in rep.run.models.items()}}
 
 
 def run_child(n: int, executor: str, workers: int | None, fast: bool, models: str | None = None,
               store: str | None = None, drop_hours: int = 0) -> dict:
-    args = [sys.executable, "-m", "benchmarks", "--no-record", "scale", "--one", str(n), "--executor", executor, "--drop-hours", str(drop_hours)]
+    args = [sys.executable, "-m", "benchmarks", "--no-record", "scale", "--one", str(n), "--executor", executor,
+            "--drop-hours", str(drop_hours)]
     if workers:
         args += ["--workers", str(workers)]
     if fast:

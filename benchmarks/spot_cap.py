@@ -64,8 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     common.add_seed(ap)
     common.add_forecasts(ap)
     common.add_config(ap)
-    ap.add_argument("--share", type=float, default=0.5, help="spot cap as a share (0-1) of the GPUs bought (default 0.5)")
-    ap.add_argument("--gpus", type=float, default=32.0, help="spot cap in GPUs for the third run (default 32; 0 skips it)")
+    ap.add_argument("--share", type=float, default=0.5,
+                    help="spot cap as a share (0-1) of the GPUs bought (default 0.5)")
+    ap.add_argument("--gpus", type=float, default=32.0,
+                    help="spot cap in GPUs for the third run (default 32; 0 skips it)")
     a = ap.parse_args(argv)
     if not 0 <= a.share <= 1:
         ap.error("--share must be within 0-1")

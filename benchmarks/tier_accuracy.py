@@ -74,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\nper series: MASE(tier) / MASE(reference)")
     sids = sorted({s for t in res.values() for s in t["ratios"]})
     for sid in sids:
-        cells = [f"{tier} {res[tier]['ratios'][sid]:.3f}" if sid in res[tier]["ratios"] else f"{tier} -" for tier in res]
+        cells = [f"{tier} {res[tier]['ratios'][sid]:.3f}" if sid in res[tier]["ratios"] else f"{tier} -"
+                 for tier in res]
         print(f"{sid:24} " + "  ".join(cells))
 

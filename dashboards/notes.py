@@ -163,7 +163,8 @@ def mix_table(mix: dict) -> pd.DataFrame:
     def share(v, t):
         return "n/a" if v is None or not t else f"{100 * v / t:.1f} %"
 
-    rows = [{"purchase": label, "GPU-hours": "n/a" if parts[k]["gpu_hours"] is None else f"{parts[k]['gpu_hours']:,.0f}",
+    rows = [{"purchase": label,
+             "GPU-hours": "n/a" if parts[k]["gpu_hours"] is None else f"{parts[k]['gpu_hours']:,.0f}",
              "share of GPU-hours": share(parts[k]["gpu_hours"], tot["gpu_hours"]),
              "USD": "n/a" if parts[k]["cost_usd"] is None else f"${parts[k]['cost_usd']:,.0f}",
              "share of USD": share(parts[k]["cost_usd"], tot["cost_usd"])} for k, label in MIX_LAYERS]

@@ -302,7 +302,8 @@ def summarise(per_series: dict[str, dict[str, dict]], reference: str = "combined
                 ratios.append(c / min(peers))
         cov = np.array([r[reference]["coverage_p95"] for r in rows.values()])
         idle = np.array([r[reference].get("idle_ratio_p95", np.nan) for r in rows.values()])
-        nc = np.array([r["naive_conformal"].get("idle_ratio_p95", np.nan) for r in rows.values() if "naive_conformal" in r])
+        nc = np.array([r["naive_conformal"].get("idle_ratio_p95", np.nan) for r in rows.values()
+                       if "naive_conformal" in r])
         out[band] = {
             "series": len(rows),
             "best_or_tied": int(best),

@@ -83,7 +83,8 @@ recommendation, the baseline and every peer of :data:`optimizer.rivals.peers.PEE
 the series' kind (the ``empirical`` peer only for training pools)."""
 
 
-def complete_weeks(index: pd.DatetimeIndex, min_train: pd.Timedelta = MIN_TRAIN) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+def complete_weeks(index: pd.DatetimeIndex,
+                   min_train: pd.Timedelta = MIN_TRAIN) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
     """The complete weeks ``[(start, end)]`` (UTC, ``end`` exclusive) of a series whose 5-minute
     timestamps are ``index`` (sorted): 7-day spans ending at the last midnight UTC at or
     before the end of the data, back to the first that starts ``min_train`` or more after
@@ -114,7 +115,8 @@ def walk_weeks(prep: Prepared, max_scored: int | None = None) -> tuple[dict[str,
             weeks[sid] = w
         else:
             span = idx[-1] + STEP - idx[0]
-            skipped[sid] = (f"walk-forward: {span / pd.Timedelta('1D'):.2f} days of history hold {len(w)} complete week(s) after "
+            skipped[sid] = (f"walk-forward: {span / pd.Timedelta('1D'):.2f} days of history hold {len(w)} "
+                            f"complete week(s) after "
                             f"{MIN_TRAIN.days} days of training; scoring a week needs a tuning week before it, so "
                             f"at least {MIN_TRAIN.days + 14} days of history ending at midnight UTC")
     return weeks, skipped

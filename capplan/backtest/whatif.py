@@ -139,9 +139,10 @@ def load_whatif(run_dir: str | Path, series_id: str, cfg: CapplanConfig | None =
     bt = pd.read_parquet(run_dir / "backtest.parquet")
     comb = bt[(bt["series_id"] == series_id) & (bt["tier"] == "combined")].reset_index(drop=True)
     start, end = (pd.Timestamp(x) for x in s.windows.evaluation)
-    inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end, cfg.plan.interruption_rate, cfg.plan.recovery_s,
-                          cfg.plan.spot_outage, cfg.plan.cold_start_s)
-    # the params' own figures: the recommendation's when the params carry it (optimizer.rivals.expressed), else the searched
+    inp, _ = replay_input(hist, comb, meta, cfg.price_book(), start, end, cfg.plan.interruption_rate,
+                          cfg.plan.recovery_s, cfg.plan.spot_outage, cfg.plan.cold_start_s)
+    # the params' own figures: the recommendation's when the params carry it (optimizer.rivals.expressed), else the
+    # searched
     carried = s.recommended_policy == "searched" or expressible(s.recommended_policy, s.kind)
     searched = s.recommended if carried else (s.searched or s.recommended)
     recorded = {"recommended": {k: getattr(searched, k) for k in METRIC_KEYS},

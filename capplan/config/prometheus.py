@@ -34,7 +34,8 @@ class BasicAuth(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     username: str = Field(description="the basic-auth user name")
-    password_env: str = Field(description="name of the environment variable holding the password (never the password itself)")
+    password_env: str = Field(description="name of the environment variable holding the password (never the "
+                              "password itself)")
 
 
 class HeaderSecret(BaseModel):
@@ -70,7 +71,8 @@ class PrometheusConfig(BaseModel):
     backoff_s: float = Field(default=1.0, ge=0, description="first retry wait; doubles per retry, capped at 30 s")
     default_lookback: str = Field(default="30d", description="range of a first pull when --start is not given")
     scrape_interval: str = Field(default="1m", description="how long a sample counts as current (Prometheus' "
-                                 "default scrape interval); later points are missing, not repeated (capplan.promql.steps)")
+                                 "default scrape interval); later points are missing, not repeated "
+                                 "(capplan.promql.steps)")
     exported_labels: bool = Field(default=False, description="dcgm-exporter scraped without honorLabels: its "
                                   "namespace/pod/container labels arrive as exported_namespace/exported_pod/"
                                   "exported_container; used by the dcgm_* templates and the KEDA/adapter queries")

@@ -181,8 +181,8 @@ class ForecastConfig(BaseModel):
     """Tier options."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    lstm_epochs: int = Field(default=20, ge=1, le=1000, description="training epochs of the daily tier's LSTM (at most; "
-                             "early stopping may end sooner)")
+    lstm_epochs: int = Field(default=20, ge=1, le=1000, description="training epochs of the daily tier's LSTM "
+                             "(at most; early stopping may end sooner)")
     lstm_units: int = Field(default=32, ge=1, le=1024, description="LSTM units of the daily tier's network")
     lstm_max_windows: int = Field(default=2000, ge=16, le=1_000_000, description="training windows the LSTM sees per "
                                   "fit at most (an even subsample of them when there are more)")
@@ -286,8 +286,8 @@ class CapplanConfig(BaseModel):
     prometheus: PrometheusConfig | None = Field(default=None, description="where to pull history from "
                                                 "(capplan ingest); without it, the embedded sample")
     source: Literal["prometheus", "sample"] = Field(
-        default="prometheus", description="where the scheduled jobs (capplan.airflow.jobs, airflow_dags/) read history: "
-        "prometheus (the prometheus: section or the Airflow Connection capplan_prometheus) or sample (the "
+        default="prometheus", description="where the scheduled jobs (capplan.airflow.jobs, airflow_dags/) read "
+        "history: prometheus (the prometheus: section or the Airflow Connection capplan_prometheus) or sample (the "
         "embedded demo traces, used only when set here); `capplan plan` takes --source instead")
     series: list[SeriesConfig] = Field(default_factory=list, description="the series capplan ingest pulls")
     store: str = Field(default=".capplan/store", description="the local store: history, runs, the cache")
@@ -297,7 +297,8 @@ class CapplanConfig(BaseModel):
     prices: dict[str, GpuPrice] = Field(default_factory=dict, description="USD per GPU-hour per GPU model, "
                                         "replacing the built-in AWS list prices for the models named")
     export: ExportConfig = Field(default_factory=ExportConfig)
-    retention: RetentionConfig = Field(default_factory=RetentionConfig)  # runs kept, backtest size (capplan.store.retention)
+    # runs kept, backtest size (capplan.store.retention)
+    retention: RetentionConfig = Field(default_factory=RetentionConfig)
     gpu_catalogue: dict[str, dict] = Field(default_factory=dict, description="GPU catalogue entries (optimizer."
                                            "book.gpus.GpuModelSpec fields) overriding built-in ones or adding models")
     fleet: FleetConfig | None = Field(default=None, description="the series planned as one fleet (cohort); default: "

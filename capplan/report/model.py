@@ -198,7 +198,8 @@ class SeriesReport(_Model):
     warnings: list[str] = Field(default_factory=list)
     combination: dict[str, Any] = Field(default_factory=dict, description="how the combined forecast was made")
     reused: dict[str, Any] = Field(default_factory=dict, description="what this run took from the store's cache "
-                                   "(capplan.run.cache) instead of computing: rolling -> model -> refit blocks reused / "
+                                   "(capplan.run.cache) instead of computing: rolling -> model -> refit blocks "
+                                   "reused / "
                                    "computed / computed with their stored fit (fit_reused); search -> reused | "
                                    "tuning_reused | computed (a reused search is the stored outcome of an identical "
                                    "task: same data, forecasts, settings, seed and code; tuning_reused: the stored "
@@ -345,18 +346,21 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,
-            quota=None if oc.quota is None else QuotaFigures(quota_gpus=oc.quota.quota_gpus, need_gpus=oc.quota.need_gpus,
+            quota=None if oc.quota is None else QuotaFigures(quota_gpus=oc.quota.quota_gpus,
+                                                             need_gpus=oc.quota.need_gpus,
                                                              capped=PolicyMetrics.of(oc.quota.capped)),
             tuning=oc.tuning,
             backtest={m: ModelScores(mase=sc[m]["all"]["mase"], bands=sc[m]) for m in sc if "all" in sc[m]},
             plan=pl.plan,
             fallbacks=ledger.notes(sid),
-            warnings=policy_warnings(oc, coverage_target) + ledger.warnings(sid) + risk_warnings(pl.kind, pl.plan, oc.params),
+            warnings=(policy_warnings(oc, coverage_target) + ledger.warnings(sid)
+                      + risk_warnings(pl.kind, pl.plan, oc.params)),
             combination=fc.combination.get(sid, {}),
             reused=ledger.reused(sid),
         )
     failed = ledger.failed
-    counted = {s: ledger.reused(s) for s in ledger.series if failed.get(s, {}).get("stage") not in ("regularise", "forecast")}
+    counted = {s: ledger.reused(s) for s in ledger.series
+               if failed.get(s, {}).get("stage") not in ("regularise", "forecast")}
     run = run.model_copy(update={"models": fc.models, "reuse": reuse_totals(counted)})
     return Report(run=run, series=series, missing=missing or {},
                   failed={s: SeriesFailure(**f) for s, f in failed.items()})

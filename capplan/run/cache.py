@@ -15,11 +15,10 @@ Two kinds of entries live under the store (layout in :mod:`capplan.store.local`)
   metadata and code: when a block gains an origin (an hour of new data) but its
   training data is unchanged, the model is loaded instead of refitted and predicts
   every origin of the block, exactly as a fresh fit would.
-* **searched policies** (:mod:`capplan.run.search_cache`) — one series' whole :class:`optimizer.search.tuning.SearchOutcome`,
-  keyed by the search task (tuning and evaluation replay inputs, settings, seed,
-  kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library
-  versions. Identical inputs give identical replays, so a reused outcome is the
-  outcome the run would compute.
+* **searched policies** (:mod:`capplan.run.search_cache`) — one series' whole
+  :class:`optimizer.search.tuning.SearchOutcome`, keyed by the search task (tuning and evaluation replay inputs,
+  settings, seed, kind, notes) plus the ``optimizer`` and ``forecasting`` sources and library versions. Identical inputs
+  give identical replays, so a reused outcome is the outcome the run would compute.
 * **tuned policies** — the tuning half of a search (:class:`optimizer.search.tuning.Tuned`:
   the scan, the Gaussian-process search, the refinement rule and the rivals),
   keyed by :func:`optimizer.search.tuning.tune_key_parts` (the kind, the tuning window's
@@ -30,14 +29,12 @@ Two kinds of entries live under the store (layout in :mod:`capplan.store.local`)
   full search would. Any change of the tuning window's data, forecasts or settings
   means a fresh search.
 
-Every entry is a parquet file plus a JSON document written after it (atomically,
-:mod:`capplan.store.atomic`; no pickle) that records the key and the parquet file's
-SHA-256; a tuned policy is a JSON document alone, recording its payload's SHA-256. An entry whose document or file cannot be read, or whose file does not
-match its hash, is *not trusted*: it is recomputed and the series gets a warning
-saying so. Entries are read and written by whichever process runs the series
-(with a remote Dask cluster the store must be a path every worker can reach,
-as the model registry already must be). Entries unused for :data:`KEEP_DAYS`
-days are removed by :func:`prune`.
+Every entry is a parquet file plus a JSON document written after it (atomically, :mod:`capplan.store.atomic`; no pickle)
+that records the key and the parquet file's SHA-256; a tuned policy is a JSON document alone, recording its payload's
+SHA-256. An entry whose document or file cannot be read, or whose file does not match its hash, is *not trusted*: it is
+recomputed and the series gets a warning saying so. Entries are read and written by whichever process runs the series
+(with a remote Dask cluster the store must be a path every worker can reach, as the model registry already must be).
+Entries unused for :data:`KEEP_DAYS` days are removed by :func:`prune`.
 
 Nothing here changes a figure: a run with a cold cache and a run with a warm
 one give the same report (``tests/test_cache.py``), apart from timings, ids and

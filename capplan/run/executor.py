@@ -242,7 +242,8 @@ class ProcessExecutor(Executor):
 
 
 CONNECT_TIMEOUT_S = 30.0
-"""Seconds to wait for an existing Dask scheduler to answer (dask's own default, ``distributed.comm.timeouts.connect``)."""
+"""Seconds to wait for an existing Dask scheduler to answer (dask's own default,
+``distributed.comm.timeouts.connect``)."""
 
 
 class DaskExecutor(Executor):

@@ -46,8 +46,8 @@ def forecast_at(g: pd.DataFrame, t: pd.Timestamp, q: str) -> float | None:
     ts = g["timestamp"]
     if ts.empty:
         return None
-    i = int(np.searchsorted(ts.to_numpy(dtype="datetime64[ns]"), np.datetime64(t.tz_convert("UTC").tz_localize(None), "ns"),
-                            side="left"))
+    i = int(np.searchsorted(ts.to_numpy(dtype="datetime64[ns]"),
+                            np.datetime64(t.tz_convert("UTC").tz_localize(None), "ns"), side="left"))
     if i >= len(ts):
         return None
     if i == 0 and len(ts) > 1 and t < ts.iloc[0] - (ts.iloc[1] - ts.iloc[0]):

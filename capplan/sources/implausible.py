@@ -93,7 +93,8 @@ def spike_warnings(frame: pd.DataFrame, where: str = "", rows: pd.Series | None 
     return out
 
 
-def mask_implausible(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:
+def mask_implausible(frame: pd.DataFrame, where: str = "",
+                     rows: pd.Series | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Replace implausible ``value`` entries with NaN, per ``series_id``.
 
     ``frame``: history columns (series_id, timestamp, value float64).

@@ -39,7 +39,8 @@ st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="plan_tab
 
 st.subheader("Against perfect foresight")
 st.caption("Regret = policy cost / the cheapest capacity that meets demand in every interval of the evaluation "
-           "window with the demand known in advance (same prices, layers and cadences; optimizer.rivals.perfect_foresight).")
+           "window with the demand known in advance (same prices, layers and cadences; "
+           "optimizer.rivals.perfect_foresight).")
 reg = []
 for sid_, s_ in sorted(series.items()):
     pols = {"recommended": s_.recommended, "baseline": s_.baseline, **s_.peers}
@@ -88,9 +89,9 @@ def figures(m) -> pd.DataFrame:
 left, right = st.columns(2)
 with left:
     if shown == "rule":
-        st.markdown("**Recommended: the calibrated rule** (optimizer.rivals.incumbent: the day on spot at the calibrated "
-                    "level, the adaptive a95 top-up, no headroom; the searched policy did not beat it on the tuning "
-                    "window by more than the days' noise). Its parameters and figures:")
+        st.markdown("**Recommended: the calibrated rule** (optimizer.rivals.incumbent: the day on spot at the "
+                    "calibrated level, the adaptive a95 top-up, no headroom; the searched policy did not beat it "
+                    "on the tuning window by more than the days' noise). Its parameters and figures:")
         st.json(r.params, expanded=True)
     elif chosen == "searched":
         st.markdown("**Recommended: the searched policy** (tuned parameters and their figures)")

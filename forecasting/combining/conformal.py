@@ -82,7 +82,8 @@ CENTRE = "p50"  #: quantile column the offsets are added to (None: each level's 
 MIN_ROWS = 24  #: fewer realised rows than this in a bucket: no offsets
 CAL_WINDOW = pd.Timedelta("14D")  #: realised rows the conformal offsets come from
 ACI_GAMMA = 0.05  #: step size of the adaptive level, per origin (tuning windows: module docstring)
-ACI_FLOOR: float | None = 0.0  #: the adaptive miscoverage never drops below this share of the nominal one (None: no floor)
+#: the adaptive miscoverage never drops below this share of the nominal one (None: no floor)
+ACI_FLOOR: float | None = 0.0
 BORROW = pd.Timedelta("2D")  #: trailing span of scaled short-lead errors pooled into longer buckets (None: off)
 
 

@@ -330,7 +330,8 @@ def combination_report(spec: dict[str, dict], mean_weights: dict[str, dict[str, 
     """
     return {
         "method": (f"exponentially weighted losses per lead bucket and quantile (Hedge, eta per day of evidence "
-                   f"{', '.join(f'{b} {e:g}' for b, e in ETA.items())}, half-life {HALF_LIFE.days} days, prior on naive "
+                   f"{', '.join(f'{b} {e:g}' for b, e in ETA.items())}, half-life {HALF_LIFE.days} days, "
+                   "prior on naive "
                    f"{', '.join(f'{b} {p:g}' for b, p in PRIOR_NAIVE.items())})"),
         "calibration": (f"online adaptive split conformal around {conformal.CENTRE or 'each quantile'}, "
                         f"trailing {conformal.CAL_WINDOW.days} days per lead bucket"),

@@ -60,8 +60,10 @@ from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
 from forecasting.types import QUANTILES, SeriesMeta
 
-TARGET = "hour_mean_minus_last_reading_per_window_scale"  # recorded with saved models; a model trained on another target is refitted
-ARCH = "lstm-day-steps-cal8-skip-day-week-shrunk-members"  # recorded with saved models; a model of another architecture is refitted
+# recorded with saved models; a model trained on another target is refitted
+TARGET = "hour_mean_minus_last_reading_per_window_scale"
+# recorded with saved models; a model of another architecture is refitted
+ARCH = "lstm-day-steps-cal8-skip-day-week-shrunk-members"
 LOOKBACK = 168
 HORIZON = 24
 N_CAL = len(FEATURES)
@@ -311,7 +313,8 @@ class DailyLSTM(Forecaster):
             for o in ors:
                 e = int(s.index.searchsorted(o, side="right")) - 1  # last position <= origin
                 ctx = refs.iloc[: e + 1]  # the fallbacks' history: the hours' last readings
-                enough = self.model is not None and e >= LOOKBACK - 1 and present[e - LOOKBACK + 1:e + 1].sum() >= LOOKBACK // 2
+                enough = (self.model is not None and e >= LOOKBACK - 1
+                          and present[e - LOOKBACK + 1:e + 1].sum() >= LOOKBACK // 2)
                 week = raw[e - LOOKBACK + 1:e + 1]
                 if e >= LOOKBACK - 1 and np.isfinite(week).any() and np.nanmax(week) == np.nanmin(week):
                     # a constant week (a fixed pool, all zero): nothing for the network to read,
@@ -335,8 +338,9 @@ class DailyLSTM(Forecaster):
             by_sid.setdefault(sid, []).append((o, e))
         meta_rows = []
         for sid, items in by_sid.items():
-            x, f, _, last, sc = self._windows(series_values(history, sid, lev_col), series_values(history, sid, ref_col),
-                                              self.tz.get(sid, "UTC"), np.array([e for _, e in items]), False)
+            x, f, _, last, sc = self._windows(series_values(history, sid, lev_col),
+                                              series_values(history, sid, ref_col), self.tz.get(sid, "UTC"),
+                                              np.array([e for _, e in items]), False)
             batch_x.append(x)
             batch_f.append(f)
             meta_rows += [(sid, o, la, c) for (o, _), la, c in zip(items, last, sc)]
@@ -355,8 +359,8 @@ class DailyLSTM(Forecaster):
         return sorted(self.trained) if self.model is not None else []
 
     def _state(self, series: list[str]) -> dict:
-        return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz, "trained": sorted(self.trained),
-                "has_model": self.model is not None}
+        return {"shrink": np.asarray(self.shrink, dtype="float64").tolist(), "tz": self.tz,
+                "trained": sorted(self.trained), "has_model": self.model is not None}
 
     def _write_files(self, directory, series) -> None:
         if self.model is not None:

@@ -29,8 +29,8 @@ from capplan.run.pipeline import BACKTEST, run
 from capplan.run.state import PlanState, no_progress
 from forecasting.backtest import BEST_OF, summarise
 
-MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet", "naive_conformal",
-          "autoets")
+MODELS = ("combined", "hourly", "daily", "weekly", "naive", "seasonal_naive", "level", "revert", "profile", "prophet",
+          "naive_conformal", "autoets")
 HORIZONS = ("1h", "24h", "7d")
 
 
@@ -109,7 +109,8 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml (store, tier options)."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all"),
-        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling (and the policy search with --policies)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for the LSTM and Prophet sampling (and the policy search "
+                                 "with --policies)."),
         fmt: Format = typer.Option(Format.table, "--format", help=FORMAT_HELP.replace(
             "series and policy", "series, horizon and model; with --policies per series, week and policy")),
         output: Optional[Path] = typer.Option(None, "--output", help=OUTPUT_HELP, show_default="stdout"),
@@ -126,13 +127,15 @@ def register(app: typer.Typer) -> None:
         n_calls: Optional[int] = typer.Option(None, "--n-calls", help="With --policies: policy evaluations per search.",
                                               show_default="30, or plan.n_calls of --config"),
     ):
-        """Score every tier, the combination, naive, seasonal-naive (1 day), default Prophet
-        and the peers (the naive-conformal rule; statsforecast AutoETS when the bench
-        dependencies are installed, else a note says it is missing) at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and
-        coverage_p95 with the idle ratio of provisioning at p95, by rolling-origin evaluation with
-        no look-ahead; then a summary per horizon across series.
+        """Score every tier, the combination, naive, seasonal-naive (1 day), default Prophet and the peers (the
+        naive-conformal rule; statsforecast AutoETS when the bench dependencies are installed, else a note says it is
+        missing) at lead bands 1h, 24h and 7d: MASE, sMAPE, mean pinball loss (0.5/0.9/0.95/0.99) and coverage_p95 with
+        the idle ratio of provisioning at p95, by rolling-origin evaluation with no look-ahead; then a summary per
+        horizon across series.
 
-        With --policies: per series and complete week, what the recommendation, the baseline and each peer would have cost, tuned on the weeks before it only; a series shorter than 7 days of training and two weeks is skipped with a note (docs/backtest.md). Exit code 3 when a series failed."""
+        With --policies: per series and complete week, what the recommendation, the baseline and each peer would have
+        cost, tuned on the weeks before it only; a series shorter than 7 days of training and two weeks is skipped with
+        a note (docs/backtest.md). Exit code 3 when a series failed."""
         check_timezone(timezone)  # options first: before any import or read
         if not 0 <= seed < 2**32:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")

@@ -73,8 +73,9 @@ def register(app: typer.Typer) -> None:
                                                   "path can be chosen from the browser."),
         read_only: bool = typer.Option(False, "--read-only", help="Hide the New run form (no run can be started "
                                        "from the browser) and show no absolute server path."),
-        allowed_host: list[str] = typer.Option([], "--allowed-host", metavar="HOST", help="Also accept this Host name (a reverse "
-                                               "proxy's, e.g. capplan.example.com or *.example.com); repeatable. "
+        allowed_host: list[str] = typer.Option([], "--allowed-host", metavar="HOST",
+                                               help="Also accept this Host name (a reverse proxy's, e.g. "
+                                               "capplan.example.com or *.example.com); repeatable. "
                                                "The bound address and localhost are always accepted."),
     ):
         """Open the planning dashboard: Fleet, Forecasts, Plan, Manifests and What-if on the latest run."""

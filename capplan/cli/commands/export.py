@@ -144,12 +144,14 @@ def register(app: typer.Typer) -> None:
         theirs = [r for r in _existing(out_dir) if r not in new and not is_own_file(out_dir, r)]
         if theirs:  # the swap would delete them: files under capplan's folders that capplan did not write
             raise InputError(f"--out {out_dir}: {len(theirs)} file(s) under {', '.join(OWNED[1:])} that capplan did "
-                             f"not write ({first_few(theirs)}) would be removed by the re-render; move them out of those folders")
+                             f"not write ({first_few(theirs)}) would be removed by the re-render; move them out of "
+                             "those folders")
         try:
             with atomic.replace_dir(out_dir) as tmp:
                 if out_dir.is_dir():
                     shutil.copytree(out_dir, tmp, dirs_exist_ok=True,
-                                    ignore=lambda d, names: [n for n in names if Path(d).resolve() == root and n in OWNED])
+                                    ignore=lambda d, names: [n for n in names
+                                                             if Path(d).resolve() == root and n in OWNED])
                 written = write_all(plans, tmp, cfg.export)
         except ExportValidationError as exc:
             typer.echo(str(exc), err=True)

@@ -72,9 +72,11 @@ def pull_first(cfg: CapplanConfig, ids: list[str] | None) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("ingest")
     def ingest(
-        config: Path = typer.Option(..., "--config", help="capplan.yaml with `prometheus:` and `series:` (see the README)."),
+        config: Path = typer.Option(..., "--config", help="capplan.yaml with `prometheus:` and `series:` "
+                                    "(see the README)."),
         start: Optional[str] = typer.Option(None, "--start", help="ISO 8601 start (naive = UTC). Default: one step "
-                                            "after the stored last timestamp, or prometheus.default_lookback (30d) ago."),
+                                            "after the stored last timestamp, or prometheus.default_lookback (30d) "
+                                            "ago."),
         end: Optional[str] = typer.Option(None, "--end", help="ISO 8601 end (naive = UTC). Default: now."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all of the config"),

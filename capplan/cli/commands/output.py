@@ -102,8 +102,8 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
     foreign = _foreign_files(p)
     if foreign:
         raise InputError(f"{option} {p}: a previous capplan output that also holds {len(foreign)} file(s) capplan "
-                         f"did not write ({first_few(foreign)}), and the run replaces the whole folder; move them out or name "
-                         "another folder")
+                         f"did not write ({first_few(foreign)}), and the run replaces the whole folder; move them out "
+                         "or name another folder")
     _writable_parent(p, option, create=True)
 
 

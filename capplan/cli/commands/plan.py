@@ -51,7 +51,8 @@ from capplan.store.local import Store
 #: policies left out of the table (still in json/yaml/csv and the summary)
 TABLE_SKIP = ("random_search",)
 COLUMNS = [Column("series", min_width=10), Column("policy", min_width=8), Column("kind", drop=5),
-           Column("cost USD", numeric=True), Column("coverage", numeric=True), Column("idle ratio", numeric=True, drop=3),
+           Column("cost USD", numeric=True), Column("coverage", numeric=True),
+           Column("idle ratio", numeric=True, drop=3),
            Column("unmet", numeric=True, drop=4), Column("saving", numeric=True, drop=2)]
 #: extra numeric columns shown when some policy's metrics carry the key: (metrics key, column, format)
 QUICK_NOTE = ("quick run (--quick): a smaller search and forecast on shorter windows; these figures are for a first "
@@ -185,11 +186,13 @@ def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan(
         source: str = typer.Option("sample", "--source", help="Where history comes from: 'sample' (embedded real "
-                                   "traces), 'csv:PATH', 'parquet:PATH' (columns timestamp,series_id,value[,kind,unit]) "
-                                   "or 'store' (what `capplan ingest` pulled; the default with --config)."),
+                                   "traces), 'csv:PATH', 'parquet:PATH' (columns "
+                                   "timestamp,series_id,value[,kind,unit]) or 'store' (what `capplan ingest` pulled; "
+                                   "the default with --config)."),
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml: Prometheus, series, prices, "
                                               "search bounds. See the README.", show_default="none"),
-        out_dir: Path = typer.Option(Path("capplan-out"), "--out", help="Output folder; replaced atomically at the end."),
+        out_dir: Path = typer.Option(Path("capplan-out"), "--out",
+                                     help="Output folder; replaced atomically at the end."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all"),
         seed: int = typer.Option(0, "--seed", help="Seed for the LSTM, Prophet sampling and the search. Spot "
@@ -215,10 +218,11 @@ def register(app: typer.Typer) -> None:
                                               "LocalCluster.", show_default="up to 2"),
         quick: bool = typer.Option(False, "--quick", help="A first look: a coarse grid scan with no Gaussian-process "
                                    "refinement or random search, 3-day tuning and evaluation windows, 2 LSTM epochs, "
-                                   "400 LSTM windows and 60 Prophet samples (capplan.config.quick.QUICK). The figures are "
-                                   "rougher and the output lists what was reduced; plan without it before acting on "
-                                   "them."),
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every note per series, ungrouped, with the forecast warnings."),
+                                   "400 LSTM windows and 60 Prophet samples (capplan.config.quick.QUICK). The "
+                                   "figures are rougher and the output lists what was reduced; plan without it before "
+                                   "acting on them."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Print every note per series, ungrouped, with "
+                                     "the forecast warnings."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
         publish: Optional[bool] = typer.Option(None, "--publish/--no-publish", help="Make this run the store's "
                                                "LATEST (the fleet plan the dashboard opens on).",

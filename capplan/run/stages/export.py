@@ -94,7 +94,8 @@ def _frames(tmp: Path, fc: Forecasts, outcomes: dict[str, SearchOutcome], prep: 
                                                                                          index=False)
     trials = [dict(t, series_id=sid, params=json.dumps(t["params"])) for sid, oc in outcomes.items() for t in oc.trials]
     pd.DataFrame(trials).to_parquet(tmp / "trials.parquet", index=False)
-    pd.concat([oc.replay for oc in outcomes.values()], ignore_index=True).to_parquet(tmp / "replay.parquet", index=False)
+    pd.concat([oc.replay for oc in outcomes.values()], ignore_index=True).to_parquet(tmp / "replay.parquet",
+                                                                                     index=False)
     prep.h5.to_parquet(tmp / "history.parquet", index=False)
     if prep.native:  # inference series finer than 5 minutes, as the replay saw them
         pd.concat(list(prep.native.values()), ignore_index=True).to_parquet(tmp / "history_native.parquet", index=False)

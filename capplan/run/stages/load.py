@@ -56,7 +56,8 @@ def store_location(cfg: CapplanConfig, config: Path | None = None, cwd: Path | N
         return lines
     for attr, default in (("store", ".capplan/store"), ("models", "models")):
         if "://" not in getattr(cfg, attr) and Path(getattr(cfg, attr)) == beside / default:
-            lines.append(f"{attr}: {config} does not set `{attr}:`, so the default folder {default} is taken next to it "
+            lines.append(f"{attr}: {config} does not set `{attr}:`, so the default folder {default} is taken next "
+                         "to it "
                          f"({beside / default}), not in the working folder ({here / default}); set {attr}: in the "
                          "config to share one")
     return lines
@@ -123,7 +124,8 @@ def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger) -> Prepar
     for sid, g in loaded.frame.groupby("series_id"):
         step = median_spacing(g)
         if step is not None and step >= 2 * STEP:  # every other grid point empty: not jitter
-            raise InputError(f"series {sid}: sampled every {step.total_seconds():g} s (median spacing); capplan forecasts and replays "
+            raise InputError(f"series {sid}: sampled every {step.total_seconds():g} s (median spacing); capplan "
+                             "forecasts and replays "
                              f"on a {STEP.total_seconds() / 60:g}-minute grid, so coarser data would read as gaps: "
                              f"give samples every 5 minutes or finer (e.g. a Prometheus pull with step 5m)")
     h5, rep = regularise(frame)
