@@ -144,7 +144,8 @@ def layer_mix(gpu_hours: dict[str, float], price: GpuPrice) -> dict[str, dict[st
 def purchase_mix(series: dict, price: GpuPrice, step_s: int, gpus_per_unit: float = 1.0) -> dict[str, dict[str, float]]:
     """The mix bought by a training replay's ``series`` (``reserved``, ``on_demand``,
     ``on_demand_hourly``, ``spot``, and ``on_demand_redo`` where the replay bought interrupted work
-    back: GPUs per step of ``step_s`` seconds): :func:`layer_mix` with the on-demand ones together. Its USD add up to the replay's cost."""
+    back: GPUs per step of ``step_s`` seconds): :func:`layer_mix` with the on-demand ones together. Its USD add up to
+    the replay's cost."""
     h = step_s / 3600.0 * gpus_per_unit
     return layer_mix({"reserved": float(np.sum(series["reserved"])) * h, "spot": float(np.sum(series["spot"])) * h,
                       "on_demand": float(np.sum(series["on_demand"]) + np.sum(series["on_demand_hourly"])

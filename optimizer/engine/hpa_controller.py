@@ -125,7 +125,8 @@ class HPA:
         for p in rules.policies:
             added, deleted = self._period_change(now, p.period_seconds)
             start = current - added + deleted
-            k = max(1, step_seconds // max(p.period_seconds, self.sync_seconds)) if p.period_seconds < step_seconds else 1
+            k = (max(1, step_seconds // max(p.period_seconds, self.sync_seconds)) if p.period_seconds < step_seconds
+                 else 1)
             if up:
                 v = start
                 for _ in range(min(k, 64)):

@@ -81,7 +81,8 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
     price, note = price_for(price_book, meta.gpu_model)
     step_s = int(pd.Series(ts).diff().median().total_seconds()) if len(ts) > 1 else int(STEP.total_seconds())
     inp = ReplayInput(times=times, demand=history["value"].to_numpy()[m], step_s=step_s,
-                      fc_step_s=int(STEP.total_seconds()), price=price, gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
+                      fc_step_s=int(STEP.total_seconds()), price=price,
+                      gpus_per_unit=meta.gpus_per_replica if meta.kind == "inference" else 1.0,
                       history_before=history["value"].to_numpy()[ts < start], spot_outage=spot_outage,
                       replacement_s=replacement_s)
     if spot_outage == "replacement":  # the limit pays the expected redone work too (optimizer.rivals.perfect_foresight)
@@ -106,13 +107,14 @@ def replay_input(history: pd.DataFrame, combined: pd.DataFrame, meta: SeriesMeta
         cal = calibrated_day_level(comb, actual, times, start, end, ratio, meta.timezone)
         inp.day_calibrated, n_days, inp.day_errors = cal.level, cal.fell_back, cal.next_errors
         if cal.untyped:
-            notes.append(f"replay: the calibrated daily level (optimizer.training.calibrated_day) pooled the past errors of "
-                         f"{cal.untyped} day(s) of the window without the weekday/weekend split: one day type had "
-                         "less than a day of errors in the week before, or that week's demand was intermittent")
+            notes.append(f"replay: the calibrated daily level (optimizer.training.calibrated_day) pooled the past "
+                         f"errors of {cal.untyped} day(s) of the window without the weekday/weekend split: one day "
+                         "type had less than a day of errors in the week before, or that week's demand was "
+                         "intermittent")
         if n_days:
             days = f"{n_days} days of the window; those days" if n_days != 1 else "1 day of the window; that day"
-            notes.append(f"replay: the calibrated daily level (optimizer.training.calibrated_day) had less than a day of past "
-                         f"errors for {days} used the p90 newsvendor level instead")
+            notes.append(f"replay: the calibrated daily level (optimizer.training.calibrated_day) had less than a day "
+                         f"of past errors for {days} used the p90 newsvendor level instead")
         if n_fallback:
             notes.append(f"replay: the calibrated top-up (optimizer.training.calibrated) had less than a day of past "
                          f"errors for {n_fallback} hours of the window; those hours used the fresh p90 instead")

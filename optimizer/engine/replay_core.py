@@ -46,8 +46,9 @@ class ReplayInput:
     week_mean: dict[str, np.ndarray] = field(default_factory=dict)
     day_max: dict[str, np.ndarray] = field(default_factory=dict)
     hour_max: dict[str, np.ndarray] = field(default_factory=dict)  # also the calibrated c80/c90/c95
-    topup_margin: dict[str, np.ndarray] = field(default_factory=dict)  # their margins over p50 (optimizer.training.calibrated)
-    day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor daily level (optimizer.training.newsvendor)
+    # their margins over p50 (optimizer.training.calibrated)
+    topup_margin: dict[str, np.ndarray] = field(default_factory=dict)
+    day_level: dict[str, np.ndarray] = field(default_factory=dict)  # newsvendor level (optimizer.training.newsvendor)
     day_empirical: np.ndarray | None = None  # model-free daily level (optimizer.training.empirical), on first use
     day_calibrated: np.ndarray | None = None  # calibrated daily level (optimizer.training.calibrated_day)
     day_errors: np.ndarray | None = None  # the errors the plan's next day pools (optimizer.training.calibrated_day)
@@ -56,7 +57,8 @@ class ReplayInput:
     hourly_offset: np.ndarray | None = None
     history_before: np.ndarray | None = None  # demand before the window (baseline's "last observed")
     quota: float | None = None  # training: the pool's quota, GPUs (SeriesMeta.quota_gpus), None if unknown
-    hold_to_quota: bool = False  # training: the replay holds the pool to ``quota`` (optimizer.book.purchase.within_quota)
+    # training: the replay holds the pool to ``quota`` (optimizer.book.purchase.within_quota)
+    hold_to_quota: bool = False
     day_peak: np.ndarray | None = None  # day_start_peak(), computed on first use
     count_tol: float | None = None  # rounding tolerance of whole GPUs (optimizer.book.whole_units), on first use
     spot_outage: str = "recovery"  # training: what a spot interruption costs (optimizer.engine.replay.spot_outage)

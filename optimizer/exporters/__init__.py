@@ -52,7 +52,8 @@ from optimizer.plan.policy import SeriesPlan
 ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")
 OWNED = ("policy.yaml", "crds", "manifests", "adapter", "alternatives")  # paths write_all owns in an output folder
 MANAGED_BY = "app.kubernetes.io/managed-by: capplan"  # the label on every object capplan writes but these:
-FIXED = (dispatcher_policy.PATH, f"crds/{crd.CRD_FILE}", kustomization_path, adapter.PATH)  # files whose path is capplan's
+# files whose path is capplan's
+FIXED = (dispatcher_policy.PATH, f"crds/{crd.CRD_FILE}", kustomization_path, adapter.PATH)
 
 
 def is_own_file(root: Path, rel: str) -> bool:

@@ -85,14 +85,17 @@ def mix_comment(p: SeriesPlan) -> str | None:
         return None
     total = sum(v["gpu_hours"] for v in mix.values()) or 1.0
     line = f"{p.series_id}: " + ", ".join(
-        f"{k.replace('_', ' ')} {100 * v['gpu_hours'] / total:.0f} % ({v['cost_usd']:,.0f} USD)" for k, v in mix.items())
+        f"{k.replace('_', ' ')} {100 * v['gpu_hours'] / total:.0f} % ({v['cost_usd']:,.0f} USD)"
+        for k, v in mix.items())
     if p.kind == "training" and mix["spot"]["gpu_hours"] >= total * 0.995:
         line += ("\n  planned 100 % on spot: spot, with its interruptions priced in, is cheaper than reserved and on\n"
                  "  demand in the price book and no spot cap bound it; set prices.<gpu model>.spot_cap_share or\n"
                  "  spot_cap_gpus to what the account can get (report.json's notes give the prices)")
     elif p.kind == "training" and mix["reserved"]["gpu_hours"] > 0:
-        line += ("\n  reserved GPUs are committed for at least prices.<gpu model>.reserved_min_term_days; report.json's\n"
-                 "  notes say why the plan reserves (e.g. a spot cap whose refused GPUs cost less reserved than on demand)")
+        line += ("\n  reserved GPUs are committed for at least prices.<gpu model>.reserved_min_term_days; "
+                 "report.json's\n"
+                 "  notes say why the plan reserves (e.g. a spot cap whose refused GPUs cost less reserved than on "
+                 "demand)")
     return line
 
 
@@ -155,7 +158,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
     Raises
     ------
     ValueError: not a DispatcherPolicy of this apiVersion, or an inference entry whose
-    ``params`` its autoscaler cannot take (:func:`optimizer.exporters.policy_fields.param_problems`; the entry and the field named).
+    ``params`` its autoscaler cannot take (:func:`optimizer.exporters.policy_fields.param_problems`; the entry and the
+    field named).
     """
     if not isinstance(obj, dict) or obj.get("apiVersion") != API_VERSION or obj.get("kind") != KIND:
         raise ValueError(f"not a {API_VERSION} {KIND}")

@@ -74,7 +74,8 @@ def behavior_notes(p: InferenceParams, base: str) -> dict[str, str]:
     for side, win, pct in (("scaleUp", p.scale_up_window_s, p.scale_up_percent),
                            ("scaleDown", p.scale_down_window_s, p.scale_down_percent)):
         dflt = K8S_DEFAULT_BEHAVIOR[side]
-        out[f"{base}.{side}.stabilizationWindowSeconds"] = f"tuned by replay search; baseline: Kubernetes default ({dflt})"
+        out[f"{base}.{side}.stabilizationWindowSeconds"] = ("tuned by replay search; baseline: Kubernetes default "
+                                                            f"({dflt})")
         out[f"{base}.{side}.policies[0].value"] = (f"tuned: {'+' if side == 'scaleUp' else '-'}{pct} % of current "
                                                    f"replicas per {p.period_s} s; baseline: Kubernetes default")
     return out
@@ -102,7 +103,8 @@ LOOKAHEAD_NOTE = ("lookahead family: 100 x GPUs per replica, so desired replicas
 
 
 def lookahead_metric_name(name: str) -> str:
-    """The External metric of a ``lookahead`` service (:mod:`optimizer.inference.lookahead`, rule in :mod:`.adapter`)."""
+    """The External metric of a ``lookahead`` service (:mod:`optimizer.inference.lookahead`, rule in
+    :mod:`.adapter`)."""
     return "capplan_lookahead_" + name.replace("-", "_")
 
 

@@ -23,7 +23,8 @@ Per inference series (KEDA docs "Scaling Deployments", "Prometheus" scaler,
   ``lookahead`` whose query is the level plus the tuned quantile of its errors
   (:func:`lookahead_trigger`), ``threshold`` 100 x GPUs per replica (replicas at 100 %), and no
   cron windows (the family does not use the forecast peaks);
-* with the ``hpa`` family, one ``cron`` trigger per forecast peak (:func:`optimizer.inference.prescale.prescale_windows`)
+* with the ``hpa`` family, one ``cron`` trigger per forecast peak
+  (:func:`optimizer.inference.prescale.prescale_windows`)
   (``timezone``, ``start``, ``end``, ``desiredReplicas``). The HPA takes the
   largest of the triggers, so pre-scaling only ever adds replicas. The cron
   fields are the window's weekday and time in the series' timezone, so a

@@ -1,25 +1,39 @@
 """Semantic rules that schemas cannot express. Each rule has an id used in reports.
 
-| rule | what it checks | source |
-| --- | --- | --- |
-| ``resource-metric-cpu-memory`` | HPA ``Resource``/``ContainerResource`` metrics name only ``cpu`` or ``memory`` (GPU utilisation is not one: use External/Pods) | Kubernetes docs, "Horizontal Pod Autoscaling" |
-| ``stabilization-window-range`` | ``stabilizationWindowSeconds`` within 0–3600 | HPA API (HPAScalingRules) |
-| ``period-seconds-range`` | ``periodSeconds`` within 1–1800 | HPA API (HPAScalingPolicy) |
-| ``replica-bounds`` | ``minReplicas`` <= ``maxReplicas`` (HPA ``minReplicas`` >= 1); KEDA ``minReplicaCount`` <= ``maxReplicaCount`` (default 100), 0 only with annotation ``capplan.io/allow-scale-to-zero: "true"``; fallback and cron replicas within bounds | HPA API; KEDA ScaledObject spec |
-| ``metric-units`` | targets in the unit of their metric: percent metrics (``DCGM_FI_DEV_GPU_UTIL``, ``*_percent``) need values > 1; ratio metrics (``DCGM_FI_PROF_*``, ``*_ratio``) with type Value need values <= 1; ``Utilization`` targets only on Resource metrics, ``averageUtilization`` is percent | DCGM field reference; HPA API |
-| ``rfc1123-name`` | ``metadata.name`` and ``scaleTargetRef.name`` are RFC 1123 labels | Kubernetes docs, "Object Names and IDs" |
-| ``unique-name`` | one object per apiGroup, kind, namespace and name within a folder | |
-| ``cluster-scoped-namespace`` | Queue and PriorityClass carry no namespace | |
-| ``one-autoscaler-per-target`` | at most one HPA/ScaledObject per workload within a folder | KEDA FAQ: do not combine an HPA and a ScaledObject on one target |
-| ``keda-null-values`` | prometheus triggers set ``ignoreNullValues: "false"`` | KEDA Prometheus scaler docs |
-| ``keda-fallback`` | a ScaledObject has ``fallback``; no trigger has ``metricType: Value`` then | KEDA "Scaling Deployments" (fallback) |
-| ``keda-inline-credentials`` | no credentials in trigger metadata; ``authModes`` needs ``authenticationRef`` | KEDA Authentication docs |
-| ``keda-query-single-element`` | the PromQL query is one aggregation without ``by``/``without`` | KEDA Prometheus scaler docs |
-| ``cron-trigger`` | cron triggers: IANA timezone, 5-field ``start``/``end``, integer ``desiredReplicas``; for ``m h * * dow`` pairs, the end is after the start and the window lasts at most a day (a weekly window that wraps round holds for a week) | KEDA Cron scaler docs |
-| ``keda-trigger-metadata`` | trigger metadata values by type (``prometheus``, ``cron``, ``cpu``, ``memory``): known keys, numbers where KEDA parses numbers (``threshold: 'abc'`` fails), booleans as ``"true"``/``"false"``, an http(s) ``serverAddress`` | KEDA scaler docs |
-| ``volcano-queue-bounds`` | 0 <= guarantee <= deserved <= capability per resource | Volcano Queue docs |
-| ``volcano-queue-quota`` | capability <= the pool's quota (annotation ``capplan.io/quota-gpus``) unless ``capplan.io/capability-above-quota: "true"``; deserved >= min(GPUs the plan buys (``capplan.io/planned-gpus``), capability) | :mod:`.volcano` |
-| ``kustomization-resources`` | every listed resource exists, every manifest in the folder is listed | |
+* ``resource-metric-cpu-memory``: HPA ``Resource``/``ContainerResource`` metrics name only ``cpu`` or ``memory`` (GPU
+  utilisation is not one: use External/Pods) (source: Kubernetes docs, "Horizontal Pod Autoscaling")
+* ``stabilization-window-range``: ``stabilizationWindowSeconds`` within 0–3600 (source: HPA API, HPAScalingRules)
+* ``period-seconds-range``: ``periodSeconds`` within 1–1800 (source: HPA API, HPAScalingPolicy)
+* ``replica-bounds``: ``minReplicas`` <= ``maxReplicas`` (HPA ``minReplicas`` >= 1); KEDA ``minReplicaCount`` <=
+  ``maxReplicaCount`` (default 100), 0 only with annotation ``capplan.io/allow-scale-to-zero: "true"``; fallback and
+  cron replicas within bounds (source: HPA API; KEDA ScaledObject spec)
+* ``metric-units``: targets in the unit of their metric: percent metrics (``DCGM_FI_DEV_GPU_UTIL``, ``*_percent``) need
+  values > 1; ratio metrics (``DCGM_FI_PROF_*``, ``*_ratio``) with type Value need values <= 1; ``Utilization`` targets
+  only on Resource metrics, ``averageUtilization`` is percent (source: DCGM field reference; HPA API)
+* ``rfc1123-name``: ``metadata.name`` and ``scaleTargetRef.name`` are RFC 1123 labels (source: Kubernetes docs, "Object
+  Names and IDs")
+* ``unique-name``: one object per apiGroup, kind, namespace and name within a folder
+* ``cluster-scoped-namespace``: Queue and PriorityClass carry no namespace
+* ``one-autoscaler-per-target``: at most one HPA/ScaledObject per workload within a folder (source: KEDA FAQ: do not
+  combine an HPA and a ScaledObject on one target)
+* ``keda-null-values``: prometheus triggers set ``ignoreNullValues: "false"`` (source: KEDA Prometheus scaler docs)
+* ``keda-fallback``: a ScaledObject has ``fallback``; no trigger has ``metricType: Value`` then (source: KEDA "Scaling
+  Deployments", fallback)
+* ``keda-inline-credentials``: no credentials in trigger metadata; ``authModes`` needs ``authenticationRef`` (source:
+  KEDA Authentication docs)
+* ``keda-query-single-element``: the PromQL query is one aggregation without ``by``/``without`` (source: KEDA Prometheus
+  scaler docs)
+* ``cron-trigger``: cron triggers: IANA timezone, 5-field ``start``/``end``, integer ``desiredReplicas``; for
+  ``m h * * dow`` pairs, the end is after the start and the window lasts at most a day (a weekly window that wraps round
+  holds for a week) (source: KEDA Cron scaler docs)
+* ``keda-trigger-metadata``: trigger metadata values by type (``prometheus``, ``cron``, ``cpu``, ``memory``): known
+  keys, numbers where KEDA parses numbers (``threshold: 'abc'`` fails), booleans as ``"true"``/``"false"``, an http(s)
+  ``serverAddress`` (source: KEDA scaler docs)
+* ``volcano-queue-bounds``: 0 <= guarantee <= deserved <= capability per resource (source: Volcano Queue docs)
+* ``volcano-queue-quota``: capability <= the pool's quota (annotation ``capplan.io/quota-gpus``) unless
+  ``capplan.io/capability-above-quota: "true"``; deserved >= min(GPUs the plan buys (``capplan.io/planned-gpus``),
+  capability) (source: :mod:`.volcano`)
+* ``kustomization-resources``: every listed resource exists, every manifest in the folder is listed
 """
 
 from __future__ import annotations
@@ -33,7 +47,8 @@ from optimizer.exporters.names import is_label
 from optimizer.exporters.policy_fields import param_problems
 from optimizer.exporters.problem import YAML_SUFFIXES, Problem
 
-CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition"}
+CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding",
+                  "CustomResourceDefinition"}
 
 
 def _queue_quota(file: str, o: dict, res: str, dv, cv, out: list[Problem]) -> None:
@@ -63,9 +78,11 @@ def _queue(file: str, o: dict, out: list[Problem]) -> None:
                 out.append(Problem(file, f"spec.{where}.{res}", "volcano-queue-bounds",
                                    f"negative quantity {v:g}: a queue cannot guarantee or hold less than 0"))
         if gv is not None and dv is not None and gv > dv:
-            out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-bounds", f"guarantee {gv:g} > deserved {dv:g}"))
+            out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-bounds",
+                               f"guarantee {gv:g} > deserved {dv:g}"))
         if dv is not None and cv is not None and dv > cv:
-            out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-bounds", f"deserved {dv:g} > capability {cv:g}"))
+            out.append(Problem(file, f"spec.deserved.{res}", "volcano-queue-bounds",
+                               f"deserved {dv:g} > capability {cv:g}"))
         if gv is not None and cv is not None and gv > cv:
             out.append(Problem(file, f"spec.capability.{res}", "volcano-queue-bounds",
                                f"guarantee {gv:g} > capability {cv:g}"))
@@ -81,8 +98,10 @@ def lint_object(file: str, o: dict) -> list[Problem]:
     kind = o.get("kind")
     meta = o.get("metadata") or {}
     if kind == "CustomResourceDefinition":  # <plural>.<group>: an RFC 1123 subdomain
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", str(meta.get("name", ""))):
-            out.append(Problem(file, "metadata.name", "rfc1123-name", f"{meta.get('name')!r} is not an RFC 1123 subdomain"))
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+                            str(meta.get("name", ""))):
+            out.append(Problem(file, "metadata.name", "rfc1123-name",
+                               f"{meta.get('name')!r} is not an RFC 1123 subdomain"))
     elif kind not in ("Kustomization",) and "name" in meta and not is_label(str(meta["name"])):
         out.append(Problem(file, "metadata.name", "rfc1123-name",
                            f"{meta['name']!r} is not an RFC 1123 label (lower-case a-z, 0-9, '-', <= 63 chars)"))
@@ -90,7 +109,8 @@ def lint_object(file: str, o: dict) -> list[Problem]:
         out.append(Problem(file, "metadata.namespace", "cluster-scoped-namespace", f"{kind} is cluster-scoped"))
     ref = (o.get("spec") or {}).get("scaleTargetRef") if isinstance(o.get("spec"), dict) else None
     if isinstance(ref, dict) and "name" in ref and not is_label(str(ref["name"])):
-        out.append(Problem(file, "spec.scaleTargetRef.name", "rfc1123-name", f"{ref['name']!r} is not an RFC 1123 label"))
+        out.append(Problem(file, "spec.scaleTargetRef.name", "rfc1123-name",
+                           f"{ref['name']!r} is not an RFC 1123 label"))
     if kind == "HorizontalPodAutoscaler":
         hpa_rules(file, o, out)
     elif kind == "ScaledObject":
@@ -132,7 +152,8 @@ def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Proble
             key = (str(o.get("apiVersion", "")).rpartition("/")[0], kind, ns, o["metadata"].get("name"))
             if key in seen:
                 out.append(Problem(f, "metadata.name", "unique-name",
-                                   f"{kind} {key[3]!r} in namespace {ns or '(cluster)'} is also defined in {seen[key]}"))
+                                   f"{kind} {key[3]!r} in namespace {ns or '(cluster)'} is also defined in "
+                                   f"{seen[key]}"))
             else:
                 seen[key] = f
             if kind in ("HorizontalPodAutoscaler", "ScaledObject"):

@@ -135,7 +135,8 @@ def scaled_object_rules(file: str, o: dict, out: list[Problem]) -> None:
     ann = (o.get("metadata") or {}).get("annotations") or {}
     lo, hi = spec.get("minReplicaCount", 0), spec.get("maxReplicaCount", KEDA_DEFAULT_MAX)
     if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
-        out.append(Problem(file, "spec.minReplicaCount", "replica-bounds", f"minReplicaCount {lo} > maxReplicaCount {hi}"))
+        out.append(Problem(file, "spec.minReplicaCount", "replica-bounds",
+                           f"minReplicaCount {lo} > maxReplicaCount {hi}"))
     if lo == 0 and str(ann.get("capplan.io/allow-scale-to-zero", "")).lower() != "true":
         out.append(Problem(file, "spec.minReplicaCount", "replica-bounds",
                            "minReplicaCount is 0 (the default when unset) without the annotation "
@@ -226,7 +227,8 @@ def _trigger_metadata(file: str, base: str, kind, md, out: list[Problem]) -> Non
         if e.validator == "pattern" or e.validator == "enum":
             msg = f"{e.instance!r} is not a valid {kind} {key} (" + (
                 "a number, e.g. '70'" if e.schema == _NUMBER else
-                "'true' or 'false'" if e.schema == _BOOL else f"expected {e.schema.get('enum') or e.schema['pattern']}") + ")"
+                "'true' or 'false'" if e.schema == _BOOL else
+                f"expected {e.schema.get('enum') or e.schema['pattern']}") + ")"
         elif e.validator == "additionalProperties":
             msg = f"unknown {kind} metadata: {e.message}"
         else:

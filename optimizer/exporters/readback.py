@@ -15,7 +15,8 @@ What a cluster runs is the manifest, not ``policy.yaml``'s ``params``; this modu
   (HPA) is present, ``predictive`` when the predicted-demand trigger or metric is, else ``hpa``;
 * with a ``lookahead`` KEDA trigger, from its query (:func:`optimizer.inference.lookahead.promql`):
   ``headroom_quantile`` (the ``quantile_over_time`` level), ``data_step_s`` (the subquery step) and
-  ``level_window_s`` (the level's range: whole steps, less the one second of :func:`optimizer.inference.lookahead._range`;
+  ``level_window_s`` (the level's range: whole steps, less the one second of
+  :func:`optimizer.inference.lookahead._range`;
   one step reads back as 0, the policy's "last value");
 * with a predicted-demand KEDA trigger: ``prescale_quantile`` (its ``quantile`` label).
 
@@ -64,7 +65,8 @@ def scaledobject_params(obj: dict, gpus_per_replica: int = 1) -> dict:
     if "gpu-utilization" not in triggers:
         raise ValueError("ScaledObject spec.triggers: no gpu-utilization trigger")
     out = {"min_replicas": int(spec["minReplicaCount"]), "max_replicas": int(spec["maxReplicaCount"]),
-           "target_utilization": float(triggers["gpu-utilization"]["metadata"]["threshold"]) / (100.0 * gpus_per_replica),
+           "target_utilization": (float(triggers["gpu-utilization"]["metadata"]["threshold"])
+                                  / (100.0 * gpus_per_replica)),
            **_behavior(spec.get("advanced", {}).get("horizontalPodAutoscalerConfig", {}).get("behavior", {}),
                        "ScaledObject spec.advanced.horizontalPodAutoscalerConfig")}
     out["family"] = "hpa"
@@ -77,7 +79,8 @@ def scaledobject_params(obj: dict, gpus_per_replica: int = 1) -> dict:
 
 
 def hpa_params(obj: dict, gpus_per_replica: int = 1) -> dict:
-    """The :class:`optimizer.plan.policy.InferenceParams` fields an ``autoscaling/v2`` HPA carries (module docstring)."""
+    """The :class:`optimizer.plan.policy.InferenceParams` fields an ``autoscaling/v2`` HPA carries (module
+    docstring)."""
     spec = obj.get("spec") or {}
     ext = [m["external"] for m in spec.get("metrics", []) if m.get("type") == "External"]
     if not ext:

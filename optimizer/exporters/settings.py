@@ -171,9 +171,10 @@ class ExportSettings(BaseModel):
     kubernetes_version: str = "1.30"
     schemas_dir: str | None = Field(default=None, description="folder with the CRD schemas; default: the packaged ones")
     predictive_metric: bool = Field(default=False, description="scale inference services on capplan serve's "
-                                    "predicted demand instead of cron pre-scaling windows (optimizer.exporters.predictive)")
-    predictive_lead_s: int = Field(default=150, ge=0, le=7200, description="lead of the served forecast (s): cold start "
-                                   "+ metrics lag, as plan.cold_start_s + plan.metrics_lag_s")
+                                    "predicted demand instead of cron pre-scaling windows "
+                                    "(optimizer.exporters.predictive)")
+    predictive_lead_s: int = Field(default=150, ge=0, le=7200, description="lead of the served forecast (s): "
+                                   "cold start + metrics lag, as plan.cold_start_s + plan.metrics_lag_s")
     scrape_interval_s: int | None = Field(default=None, ge=1, le=3600, description="scrape interval of gpu_metric "
                                           "(s); default: prometheus.scrape_interval, else 60")
     custom_headers: dict[str, str] = Field(default_factory=dict, description="headers KEDA's Prometheus scaler "

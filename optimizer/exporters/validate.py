@@ -144,7 +144,8 @@ def validate_object(obj, file: str, schemas_dir: str | Path | None = None, k8s_v
         s = crd_schema(sd, "capplan.io", kind, api.rpartition("/")[2]) if api.startswith("capplan.io/") else None
         seen = {p.path for p in found}
         if s is not None:
-            found += [p for p in _jsonschema_problems(obj, s, file, "schema:crd/DispatcherPolicy") if p.path not in seen]
+            found += [p for p in _jsonschema_problems(obj, s, file, "schema:crd/DispatcherPolicy")
+                      if p.path not in seen]
         return found
     group, _, version = api.rpartition("/")
     if (group, kind) in SCHEMA_FILES:

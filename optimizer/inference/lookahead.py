@@ -64,7 +64,8 @@ def lead_steps(step_s: int, cold_start_s: int, metrics_lag_s: int) -> int:
 
 
 def observed_lag_steps(step_s: int, metrics_lag_s: int) -> int:
-    """``g``: the decision at step ``i`` sees demand up to step ``i - g`` (:func:`optimizer.engine.replay_core.observed_demand`)."""
+    """``g``: the decision at step ``i`` sees demand up to step ``i - g``
+    (:func:`optimizer.engine.replay_core.observed_demand`)."""
     return 1 + int(np.ceil(max(metrics_lag_s, 0) / step_s - 1e-9))
 
 

@@ -11,11 +11,10 @@ Training pools (GPUs; :class:`optimizer.plan.policy.TrainingParams`):
   maxima that at least ``spot_share`` of the hours reach, :func:`optimizer.training.newsvendor.exceeded_level`, as
   the replay sizes it), or with ``daily_rule="empirical"`` the level of the demand observed up to
   ``valid_from`` (:func:`optimizer.training.empirical.day_level_at`: the last 7 days' hourly maxima at
-  ``spot_share``, no forecast), or with ``"calibrated"`` the level the next 24 h's p50 hour maxima plus the
-  forecast's recent errors (``day_errors_gpus``) reach at ``spot_share`` (:func:`optimizer.training.calibrated_day.plan_level`),
-  with
-  ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to
-  the reservation is bought per day, ``spot_fraction`` of it on spot, the rest on demand;
+  ``spot_share``, no forecast), or with ``"calibrated"`` the level the next 24 h's p50 hour maxima plus the forecast's
+  recent errors (``day_errors_gpus``) reach at ``spot_share`` (:func:`optimizer.training.calibrated_day.plan_level`),
+  with ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to the reservation is
+  bought per day, ``spot_fraction`` of it on spot, the rest on demand;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
   (a calibrated level, :mod:`optimizer.training.calibrated`: the next hour's p50 plus ``topup_margin_gpus``;
   ``n95``: the last observed value plus the 7-day q95 of the rises over an hour,
@@ -64,9 +63,10 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
     series' regularised history (``timestamp``, ``value``) for ``last_peak_gpus`` and ``baseline``.
 
     ``spot_share``: the spot critical ratio (:func:`optimizer.training.newsvendor.critical_ratios`), needed by
-    ``daily_rule="newsvendor"``, ``"empirical"`` and ``"calibrated"``; ``price``: the GPU model's price book entry, needed by
-    ``reservation_basis="spot_cap"`` (:func:`optimizer.book.purchase.reserved_level`); with it the day's spot above the
-    book's spot cap is planned on demand, as the replay buys it (:func:`optimizer.book.purchase.sellable_layers`).
+    ``daily_rule="newsvendor"``, ``"empirical"`` and ``"calibrated"``; ``price``: the GPU model's price book entry,
+    needed by ``reservation_basis="spot_cap"`` (:func:`optimizer.book.purchase.reserved_level`); with it the day's spot
+    above the book's spot cap is planned on demand, as the replay buys it
+    (:func:`optimizer.book.purchase.sellable_layers`).
 
     Raises pydantic.ValidationError when ``params`` do not fit the kind's policy model, ValueError
     for a newsvendor, empirical or calibrated daily rule without ``spot_share``.
@@ -106,7 +106,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             hour = f[f["timestamp"] <= last + pd.Timedelta("1h")]
             if p.topup_quantile == "n95":  # no forecast: the demand's own last value and rises
                 level = float(conformal_level(seen, step_s, np.array([len(seen) - 1]))[0]) if len(seen) else 0.0
-            elif p.topup_quantile in NAMES:  # fresh p50 + the calibrated margin (optimizer.training.calibrated), else p90
+            # fresh p50 + the calibrated margin (optimizer.training.calibrated), else p90
+            elif p.topup_quantile in NAMES:
                 level = (float(hour["p50"].max()) + p.topup_margin_gpus if p.topup_margin_gpus is not None
                          else float(hour[FALLBACK].max()))
             else:

@@ -30,8 +30,8 @@ class TrainingParams(BaseModel):
       unused there), or with ``daily_rule="calibrated"`` ``ceil(headroom *`` the level
       that the day's p50 hour maxima plus the forecast's errors of the last 7 days reach in
       at least that ratio of (hour, error) pairs``)`` (:mod:`optimizer.training.calibrated_day`; no
-      forecast quantile, ``quantile`` unused there, searched at headroom 1); with ``daily_cap="last_day_peak"`` never more than the peak of
-      the 24 h before the day (:func:`optimizer.engine.replay.day_start_peak`: a
+      forecast quantile, ``quantile`` unused there, searched at headroom 1); with ``daily_cap="last_day_peak"`` never
+      more than the peak of the 24 h before the day (:func:`optimizer.engine.replay.day_start_peak`: a
       forecast that has not yet seen demand fall away buys nothing idle; the
       hourly top-up follows); what exceeds the reservation is bought for the day, a
       ``spot_fraction`` of it on spot and the rest on-demand;
@@ -68,8 +68,9 @@ class TrainingParams(BaseModel):
     day_errors_gpus: list[Annotated[float, Field(allow_inf_nan=False)]] | None = Field(
         default=None, max_length=168, description="calibrated daily rule only: the forecast's "
                                                 "hourly errors (GPUs) of the 7 days before the plan, which size the "
-                                                "plan's next day (optimizer.training.calibrated_day; set after tuning, never "
-                                                "searched; None or under a day of them: the p90 newsvendor level)")
+                                                "plan's next day (optimizer.training.calibrated_day; set after "
+                                                "tuning, never searched; None or under a day of them: the p90 "
+                                                "newsvendor level)")
 
 
 class InferenceParams(BaseModel):

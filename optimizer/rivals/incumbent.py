@@ -86,7 +86,8 @@ def incumbent(bounds: dict, price: GpuPrice | None = None, interruption_rate: fl
     when ``bounds`` (``plan.training_bounds`` as set) exclude the calibrated daily rule or the ``a95`` top-up.
     ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` (seconds lost each) price spot, as the search's
     committed layer does (:func:`optimizer.training.committed.basis`)."""
-    if "calibrated" not in bounds.get("daily_rule", ["calibrated"]) or "a95" not in bounds.get("topup_quantile", ["a95"]):
+    if ("calibrated" not in bounds.get("daily_rule", ["calibrated"])
+            or "a95" not in bounds.get("topup_quantile", ["a95"])):
         return None
     rule = dict(INCUMBENT_RULE)
     if price is not None and basis(price, interruption_rate, recovery_s) == "spot_cap":
@@ -104,9 +105,9 @@ def challenge(searched: TrainingParams, searched_metrics: Metrics, rule: Trainin
     inc_obj, totals, _, margin = days_totals(m, {"searched": searched_metrics}, days)
     searched_objective = totals["searched"]
     if rival_wins(inc_obj, searched_objective, margin):
-        note = (f"policy: the searched policy beat the calibrated rule (optimizer.rivals.incumbent) on the tuning window "
-                f"by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD day by day, "
-                f"margin {margin:,.2f}), so it replaces it")
+        note = (f"policy: the searched policy beat the calibrated rule (optimizer.rivals.incumbent) on the tuning "
+                f"window by more than the days' noise (objective {searched_objective:,.2f} vs {inc_obj:,.2f} USD "
+                f"day by day, margin {margin:,.2f}), so it replaces it")
         return Challenge(searched, searched_objective, False, inc_obj, margin, note, searched_objective,
                          searched_metrics)
     reserve = (", the GPUs the spot cap refuses at the weekly median level reserved"
@@ -128,12 +129,12 @@ def incumbent_for(kind: str, settings, usd_objective: bool, has_lookup: bool,
     if kind != "training" or settings.training_incumbent != "calibrated" or not has_lookup:
         return None, None
     if not usd_objective:
-        return None, ("tuning: the calibrated rule (optimizer.rivals.incumbent) was left out: its noise test is in USD and "
-                      f"plan.selection_score is {settings.selection_score}; the searched policy stands alone")
+        return None, ("tuning: the calibrated rule (optimizer.rivals.incumbent) was left out: its noise test is in "
+                      f"USD and plan.selection_score is {settings.selection_score}; the searched policy stands alone")
     rule = incumbent(settings.training_bounds.as_dict(), price, settings.interruption_rate, settings.recovery_s)
     if rule is None:
-        return None, ("tuning: the calibrated rule (optimizer.rivals.incumbent) was left out: plan.training_bounds exclude "
-                      "the calibrated daily rule or the a95 top-up; the searched policy stands alone")
+        return None, ("tuning: the calibrated rule (optimizer.rivals.incumbent) was left out: plan.training_bounds "
+                      "exclude the calibrated daily rule or the a95 top-up; the searched policy stands alone")
     return rule, None
 
 

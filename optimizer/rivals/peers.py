@@ -21,9 +21,9 @@ making if it beats them. Registry: :data:`PEERS` (name -> :class:`Peer`).
 * **empirical** (training pools only; no model) — each day, spot GPUs at the level
   the last 7 days' hourly maxima reach in at least the spot critical ratio of their
   hours; each hour, on-demand GPUs up to the last value plus the 0.95 quantile of the
-  rises to each interval of an hour above them (:mod:`optimizer.training.empirical`). It is replayed as the training policy
-  :data:`EMPIRICAL_PARAMS`, which the exports carry when it is recommended
-  (:mod:`optimizer.rivals.expressed`). Every level is a quantile of the pool's own demand,
+  rises to each interval of an hour above them (:mod:`optimizer.training.empirical`). It is replayed as the training
+  policy :data:`EMPIRICAL_PARAMS`, which the exports carry when it is recommended (:mod:`optimizer.rivals.expressed`).
+  Every level is a quantile of the pool's own demand,
   in GPUs, so it holds at any pool size. Not a peer of inference services
   (``inference=None``).
 

@@ -60,7 +60,8 @@ class SearchResult:
     trials: list[dict]
     n_tied: int = 1
     robust_objective: float | None = None  # grid_scan: the worst objective of the point and its grid neighbours
-    noise_tie: dict | None = None  # grid_scan under cheapest_within_noise: what the rule changed (optimizer.search.noise_ties)
+    # grid_scan under cheapest_within_noise: what the rule changed (optimizer.search.noise_ties)
+    noise_tie: dict | None = None
 
 
 TIE_RTOL = 1e-9

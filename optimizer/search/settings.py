@@ -85,16 +85,18 @@ class TrainingBounds(_Bounds):
                                             "weekly and daily layers may size on")
     topup_quantile: list[TopupChoice] | None = Field(default=None, min_length=1, description="hourly top-up "
                                                      "choices: none, a forecast quantile, a calibrated level "
-                                                     "c80/c90/c95, the adaptive a95 (optimizer.training.adaptive), or n95 (last value + q95 of the rises over an hour)")
+                                                     "c80/c90/c95, the adaptive a95 (optimizer.training.adaptive), "
+                                                     "or n95 (last value + q95 of the rises over an hour)")
     daily_rule: list[DailyRule] | None = Field(default=None, min_length=1, description="what the daily layer "
                                                "sizes on: the forecast quantile's newsvendor level or maximum, the "
                                                "demand's own recent hour maxima (empirical), or the p50 plus the "
-                                               "forecast's realised errors (calibrated, optimizer.training.calibrated_day)")
+                                               "forecast's realised errors (calibrated, "
+                                               "optimizer.training.calibrated_day)")
 
 
 class InferenceBounds(_Bounds):
-    """Search ranges for inference services (:func:`optimizer.search.policy_search.inference_space`); unset = its default.
-    ``max_replicas`` is one number (fixed, not searched)."""
+    """Search ranges for inference services (:func:`optimizer.search.policy_search.inference_space`); unset = its
+    default. ``max_replicas`` is one number (fixed, not searched)."""
 
     _params = InferenceParams
     target_utilization: tuple[float, float] | None = Field(default=None, description="[low, high] of the HPA's "
@@ -132,8 +134,8 @@ class SearchSettings(BaseModel):
     """Policy search and replay options (see :mod:`optimizer.search.policy_search` for the objective)."""
 
     model_config = ConfigDict(extra="forbid")
-    coverage_target: float = Field(default=COVERAGE_TARGET, gt=0, le=1, description="share of intervals with provisioned >= "
-                                   "demand that a policy must reach (ratio)")
+    coverage_target: float = Field(default=COVERAGE_TARGET, gt=0, le=1, description="share of intervals with "
+                                   "provisioned >= demand that a policy must reach (ratio)")
     penalty: float = Field(default=0.5, ge=0, description="weight of a coverage shortfall in the objective: "
                            "cost + penalty x 100 x shortfall x reference cost")
     coverage_margin: float = Field(default=0.01, ge=0, le=0.2,
@@ -141,15 +143,17 @@ class SearchSettings(BaseModel):
     selection_score: Literal["cost", "weekly", "daily_regret_q75"] = Field(
         default="cost", description="how training policies are ranked on the tuning window: its cost plus the "
         "coverage penalty ('cost'), the worst of its weeks' (cost + coverage penalty) / that week's "
-        "perfect-foresight limit ('weekly'; optimizer.search.multiweek), or the upper quartile over its days of each day's cost / that "
-        "day's perfect-foresight limit, plus the same penalty in those units ('daily_regret_q75'; see optimizer.search.policy_search)")
+        "perfect-foresight limit ('weekly'; optimizer.search.multiweek), or the upper quartile over its days of "
+        "each day's cost / that day's perfect-foresight limit, plus the same penalty in those units "
+        "('daily_regret_q75'; see optimizer.search.policy_search)")
     evidence_weeks: int = Field(default=EVIDENCE_WEEKS, ge=1, le=52, description="complete weeks before the "
                                 "evaluation window the tuning window holds, as far as the history allows "
                                 "after 7 days of forecaster training (optimizer.search.multiweek)")
     coverage_objective: Literal["window", "daily", "lcb"] = Field(
         default="lcb", description="what the search penalises: the tuning window's coverage shortfall ('window'), "
         "the mean of each day's shortfall ('daily'), or the shortfall of the window's coverage less one standard "
-        "error of its daily coverages ('lcb': a margin sized by the window's own variability; see optimizer.search.policy_search)")
+        "error of its daily coverages ('lcb': a margin sized by the window's own variability; see "
+        "optimizer.search.policy_search)")
     n_calls: int = Field(default=30, ge=4, description="replays of the Gaussian-process search (and of the "
                          "random search beside it) after the grid scan")
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
@@ -167,9 +171,9 @@ class SearchSettings(BaseModel):
     training_incumbent: Literal["calibrated", "none"] = Field(
         default="calibrated", description="training pools: the rule the searched policy must beat on the tuning "
         "window by more than the days' noise to be recommended: the calibrated daily level on spot with the adaptive "
-        "a95 top-up ('calibrated', optimizer.rivals.incumbent; no headroom, nothing chosen on the tuning week), or none (the "
-        "searched policy as it is). Training bounds that exclude the calibrated daily rule or a95, or another "
-        "selection_score than cost, leave the rule out, and a note says so")
+        "a95 top-up ('calibrated', optimizer.rivals.incumbent; no headroom, nothing chosen on the tuning week), "
+        "or none (the searched policy as it is). Training bounds that exclude the calibrated daily rule or a95, "
+        "or another selection_score than cost, leave the rule out, and a note says so")
     queue_unmet: bool = Field(default=False, description="training replay: unmet demand waits in a queue and "
                               "runs later instead of being lost")
     random_search: bool = Field(default=True, description="also run a random search with the same budget, "

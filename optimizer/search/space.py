@@ -50,7 +50,8 @@ class Space:
         base = self.anchors[0] if self.anchors else {}
         axes = []
         for d in self.dims:
-            vals = self.grid.get(d.name, [base.get(d.name, d.low if isinstance(d, (Real, Integer)) else d.categories[0])])
+            vals = self.grid.get(d.name, [base.get(d.name, d.low if isinstance(d, (Real, Integer))
+                                                   else d.categories[0])])
             if d.name in self.labels:
                 vals = [v for v in vals if v in self.labels[d.name]] or [self.labels[d.name][0]]
             elif isinstance(d, Categorical):
@@ -121,7 +122,8 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
     than spot adds the committed layer's reservation levels (:mod:`optimizer.training.committed`)."""
     b = {"reservation_ratio": (0.0, 1.5), "headroom": (0.8, 1.8), "spot_fraction": (0.0, 1.0),
          "quantile": ["p50", "p90", "p95", "p99"], "daily_rule": ["newsvendor", "max"],
-         "daily_cap": ["none", "last_day_peak"], "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
+         "daily_cap": ["none", "last_day_peak"],
+         "topup_quantile": ["none", "p50", "p90", "p95", "p99", "c80", "c90", "c95"],
          "topup_headroom": (0.8, 1.5), **(bounds or {})}
     labels = {k: ordered_labels(b[k]) for k in ("quantile", "topup_quantile")}
     dims = [Real(*b["reservation_ratio"], name="reservation_ratio"),
@@ -141,8 +143,8 @@ def training_space(bounds: dict | None = None, price=None, interruption_rate: fl
 def _training_grid_skip(v: dict, first_quantile: str) -> bool:
     """Drop grid points that repeat another or scale a level that is already a quantile: a top-up
     with no forecast quantile (none, calibrated, n95) only at headroom 1; the empirical and calibrated
-    daily rules (:mod:`optimizer.training.empirical`, :mod:`optimizer.training.calibrated_day`: levels in GPUs, no forecast
-    quantile) only at headroom 1 and ``first_quantile`` (they read none)."""
+    daily rules (:mod:`optimizer.training.empirical`, :mod:`optimizer.training.calibrated_day`: levels in GPUs, no
+    forecast quantile) only at headroom 1 and ``first_quantile`` (they read none)."""
     if v["topup_quantile"] in ("none", "c80", "c90", "c95", "a95", "n95") and v["topup_headroom"] != 1.0:
         return True
     return v["daily_rule"] in ("empirical", "calibrated") and (v["headroom"] != 1.0 or v["quantile"] != first_quantile)
@@ -244,7 +246,8 @@ def inference_space(peak: float, bounds: dict | None = None, step_s: int = 300, 
             Real(*b["headroom_quantile"], name="headroom_quantile")]
     max_rep = int(b.get("max_replicas", max(2, math.ceil(2 * max(peak, 1) / 0.4))))
     return Space(dims, lambda v: InferenceParams(**v), fixed={"max_replicas": max_rep, "period_s": 60,
-                                                                "data_step_s": int(step_s), "lookahead_lead_s": int(lead_s),
+                                                                "data_step_s": int(step_s),
+                                                                "lookahead_lead_s": int(lead_s),
                                                                 "lookahead_cover_s": int(cover_s)},
                  safety=_inference_safety, anchors=INFERENCE_ANCHORS, grid=INFERENCE_GRID,
                  grid_skip=_inference_grid_skip)

@@ -24,9 +24,10 @@ figures are the recommended figures. For inference services a tie goes to the
 rival too: a searched policy is only worth recommending over a rule a careful
 engineer sets up without capplan if it beats it; a tuning window too short to tell
 policies apart can leave several at the same cost, and the tie-break would otherwise pick
-by safety alone. (Training pools keep their tie-break, :func:`optimizer.search.policy_search.pick_best`.) An inference peer is judged, recommended
-and exported as the policy that expresses it (:mod:`optimizer.rivals.expressed`), so the manifests replay to
-the recommended figures; a rival with no expression leaves the searched policy in the exports (a note).
+by safety alone. (Training pools keep their tie-break, :func:`optimizer.search.policy_search.pick_best`.) An inference
+peer is judged, recommended and exported as the policy that expresses it (:mod:`optimizer.rivals.expressed`), so the
+manifests replay to the recommended figures; a rival with no expression leaves the searched policy in the exports (a
+note).
 
 **Refinement.** The search starts from the best policy of a deterministic scan of the cost-optimal layers
 (:func:`optimizer.search.policy_search.grid_scan`; for inference services without a grid, the best of the anchors);
@@ -37,7 +38,8 @@ inference service with such a tuning window is searched in the HPA family only: 
 (:mod:`optimizer.inference.lookahead`) learns its headroom from the service's own errors, and on the 20-minute window of
 ``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the reactive peer on the evaluation
 window (a note says so). The scan picks its policy by the worst objective of it and its grid neighbours, so the
-refinement's point is judged the same way before it may replace it (:func:`optimizer.search.policy_search.neighbour_objective`;
+refinement's point is judged the same way before it may replace it
+(:func:`optimizer.search.policy_search.neighbour_objective`;
 ``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``, also by at least
 :data:`REFINE_MIN`): a point on a narrow ridge, which a slightly different forecast or seed would push off, does not
 displace a policy in a flat region. Without this, which seed found such a ridge decided the plan.
@@ -46,7 +48,8 @@ rule of :mod:`optimizer.rivals.incumbent` on the tuning window by more than the 
 ``plan.training_incumbent``); the rivals are then judged against the policy kept, by the same paired
 test of daily objectives (:func:`optimizer.search.objective.daily_objectives`, at the plain coverage target).
 A calibrated top-up carries the margin of the last replayed hour, and a calibrated daily rule
-the errors of the evaluation window's last 7 days, for the plan (:func:`optimizer.training.calibrated_day.with_plan_terms`).
+the errors of the evaluation window's last 7 days, for the plan
+(:func:`optimizer.training.calibrated_day.with_plan_terms`).
 
 **One scenario for every run seed.** Every scored replay, tuning and evaluation, draws its spot interruptions
 (:func:`optimizer.engine.replay.spot_losses`) from :data:`SCENARIO_STREAM`, whatever the run's seed (common random
@@ -131,7 +134,8 @@ class PolicyReplay:
         """The search space; for inference, ``max_replicas`` follows the peak before the tuning window.
         ``override``: bounds that replace the settings' and the short-window rule's (e.g. both inference
         families for the benchmarks' hindsight bound)."""
-        if self.kind == "training":  # no tuning input: no price book, so no committed layer (optimizer.training.committed)
+        # no tuning input: no price book, so no committed layer (optimizer.training.committed)
+        if self.kind == "training":
             return training_space({**self.settings.training_bounds.as_dict(), **(override or {})},
                                   tune.price if tune is not None else None,
                                   self.settings.interruption_rate, self.settings.recovery_s)
@@ -333,15 +337,18 @@ def tune_policy(task: SearchTask) -> Tuned:
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
         chosen = best_rival
-        notes.append(f"policy: the {best_rival} policy {'matched' if rivals[best_rival] >= best_obj - tol else 'beat'} the {kept_name(tuning)} on the tuning window (objective "
+        verb = "matched" if rivals[best_rival] >= best_obj - tol else "beat"
+        notes.append(f"policy: the {best_rival} policy {verb} the {kept_name(tuning)} on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
-                     f"so it is recommended; " + ("the exports carry it as the policy that expresses it (optimizer.rivals.expressed)"
+                     f"so it is recommended; " + ("the exports carry it as the policy that expresses it "
+                                                 "(optimizer.rivals.expressed)"
                                                  if expressed_params(best_rival, task.kind, {}) is not None else
                                                  f"the exports cannot express it and carry the {kept_name(tuning)}"))
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
-                     f"({margin:,.2f}; optimizer.rivals.judge), {RULE_KEPT if tuning.get('incumbent_kept') else SEARCHED_KEPT}")
+                     f"({margin:,.2f}; optimizer.rivals.judge), "
+                     f"{RULE_KEPT if tuning.get('incumbent_kept') else SEARCHED_KEPT}")
     if weekly:  # the week-to-week spread and the walk-forward check (optimizer.search.multiweek)
         tuning["weeks"] = score.report(rival_metrics[chosen] if chosen != "searched" else evaluate(best_params))
     return Tuned(best_params.model_dump(), tuning, trials, notes, rnd_params, chosen)
@@ -372,7 +379,8 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     quota, checked = purchase_check(evalw, rec, rec_series, recommended_replay(pr, chosen, best_params), task.settings,
                                     tuned.params if chosen == "searched" else None)  # optimizer.book.purchase_check
     return SearchOutcome(best_params.model_dump(), rec, bl, rnd_eval, dict(tuned.tuning), list(tuned.trials), replay,
-                         list(task.notes) + list(tuned.notes) + checked, peers={k: m for k, (m, _) in peers_eval.items()},
+                         list(task.notes) + list(tuned.notes) + checked,
+                         peers={k: m for k, (m, _) in peers_eval.items()},
                          oracle=pr.oracle(evalw), recommended_policy=chosen, searched=searched, quota=quota)
 
 

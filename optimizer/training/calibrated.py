@@ -41,7 +41,8 @@ from optimizer.training.adaptive import INSURANCE, TARGETS, adaptive_levels, hou
 from optimizer.training.fresh_hour import refreshed_hour_max
 
 LEVELS = {"c80": 0.80, "c90": 0.90, "c95": 0.95}
-NAMES = (*LEVELS, *TARGETS)  # every calibrated top-up: the fixed levels and the adaptive one (optimizer.training.adaptive)
+# every calibrated top-up: the fixed levels and the adaptive one (optimizer.training.adaptive)
+NAMES = (*LEVELS, *TARGETS)
 WINDOW = pd.Timedelta("7D")
 MIN_ERRORS = 23  # one day of errors as they can be known (module docstring)
 FALLBACK = "p90"

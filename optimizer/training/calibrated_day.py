@@ -45,8 +45,9 @@ than :data:`MIN_ERRORS` errors in the window leaves the set as it is (stated by 
 does a window whose demand is intermittent (:func:`optimizer.training.intermittent.is_intermittent`: most of
 its steps idle). There most errors are those of idle hours, and a type's errors say where one week's
 bursts fell, not how the week runs; on the sample's nearly idle ``train/vcdI0`` a day-type split
-doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the day type calibrates each day on a smaller sample of the
-same distribution, and its level moves within that noise (``tests/optimizer/training/test_calibrated_day.py``).
+doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the day type
+calibrates each day on a smaller sample of the same distribution, and its level moves within that noise
+(``tests/optimizer/training/test_calibrated_day.py``).
 
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the
 rule holds at any pool size.

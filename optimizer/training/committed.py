@@ -96,16 +96,17 @@ def committed_note(mix: dict | None, price: GpuPrice, params: dict | None, inter
     eff = effective_spot_price(price, *spot_terms(price, interruption_rate, recovery_s))
     p = params or {}
     how = p.get("reservation_basis") if params else basis(price, interruption_rate, recovery_s)
-    level = (f". The reservation is {p.get('reservation_ratio', 0):g} x " + (
-        "the GPUs the cap refuses at " if how == "spot_cap" else "") + f"the weekly forecast's {p.get('quantile')} level"
-             if params else "")
+    level = (f". The reservation is {p.get('reservation_ratio', 0):g} x "
+             + ("the GPUs the cap refuses at " if how == "spot_cap" else "")
+             + f"the weekly forecast's {p.get('quantile')} level" if params else "")
     term = price.reserved_min_term_days
     held = (f"each reservation is held at least {term:g} days (reserved_min_term_days)"
             + ("" if term <= WEEK_DAYS else f", longer than the {WEEK_DAYS:g}-day weekly forecast it is sized "
                "from, so the plan assumes that week's level for the rest of the term"))
     if how == "spot_cap" and caps_spot(price):
         cap = " and ".join(x for x in (
-            f"{price.spot_cap_share:.0%} of the GPUs bought (spot_cap_share)" if price.spot_cap_share is not None else "",
+            f"{price.spot_cap_share:.0%} of the GPUs bought (spot_cap_share)" if price.spot_cap_share is not None
+            else "",
             f"{price.spot_cap_gpus:g} GPUs (spot_cap_gpus)" if price.spot_cap_gpus is not None else "") if x)
         why = (f"the price book caps spot at {cap}, and the GPUs the cap refuses would be bought on demand at "
                f"{price.on_demand:g} USD per GPU-hour; reserved at {price.reserved:g} they cost less{level}")

@@ -139,7 +139,8 @@ def with_empirical_levels(inp: ReplayInput, daily_rule: str, topup: str, interru
     """Fill ``inp.day_empirical`` (when ``daily_rule`` is ``empirical``) and ``inp.hour_max["n95"]``
     (when ``topup`` is ``n95``) from its history before the window and its demand, once per input
     (a replay input serves one price book and one set of interruption terms). The daily share is the
-    spot critical ratio of ``inp.price`` with these interruption terms (:func:`optimizer.training.newsvendor.critical_ratios`)."""
+    spot critical ratio of ``inp.price`` with these interruption terms
+    (:func:`optimizer.training.newsvendor.critical_ratios`)."""
     before = inp.history_before if inp.history_before is not None else np.array([])
     values = np.concatenate([np.asarray(before, float), np.asarray(inp.demand, float)])
     if daily_rule == "empirical" and inp.day_empirical is None:
