@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import yaml
 
+from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
 from capplan.prometheus.parse import check_result
 from capplan.promql.render import mig_share
@@ -130,8 +132,37 @@ def starter_config(found: Found, url: str, header_names: list[str], store: str =
     return {"store": store, "prometheus": prom, "series": series}
 
 
+#: the first line of every config :func:`dump` writes; ``capplan discover`` replaces only files that start with it
+MARKER = "# Written by `capplan discover`"
+
+
+def check_out(path: Path, force: bool = False) -> None:
+    """Refuse to replace ``path`` (``capplan discover --out``) unless it is absent, ``force`` is set, or
+    it is a regular file (not a symlink) whose first line is :data:`MARKER` (a config discover wrote).
+
+    Raises InputError naming the file and the options to use (``--out other.yaml`` or ``--force``)."""
+    if force or not (path.exists() or path.is_symlink()):
+        return
+    why = None
+    if path.is_symlink():
+        why = "is a symlink"
+    elif not path.is_file():
+        why = "is not a regular file"
+    else:
+        try:
+            with path.open("rb") as f:
+                head = f.read(len(MARKER.encode()))
+        except OSError as exc:
+            raise InputError(f"--out {path}: cannot read it to check who wrote it ({exc.strerror or exc})") from None
+        if head != MARKER.encode():
+            why = "exists and was not written by capplan discover"
+    if why:
+        raise InputError(f"--out {path}: {why}; it is left as it is: name another file (--out other.yaml) or "
+                         "pass --force to replace it")
+
+
 def dump(doc: dict) -> str:
-    """YAML text of a starter config, with a header comment."""
-    head = ("# Written by `capplan discover`: GPU namespaces, Volcano queues and Kueue ClusterQueues with recent\n"
+    """YAML text of a starter config, with a header comment (its first line is :data:`MARKER`)."""
+    head = (f"{MARKER}: GPU namespaces, Volcano queues and Kueue ClusterQueues with recent\n"
             "# demand. Pull history with `capplan ingest --config <this file>`, then `capplan plan --config ...`.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

@@ -100,6 +100,8 @@ def run_plan(source: str, cfg: CapplanConfig, out: Path, series: list[str] | Non
         return report
     if publish:
         store.mark_latest(run_info.run_id)
+    else:
+        store.keep_run(run_info.run_id)  # an object store keeps it too, LATEST unchanged
     store.copy_run(run_info.run_id, out)
     if cache_root:
         prune(cache_root)

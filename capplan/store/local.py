@@ -31,6 +31,12 @@ id itself is kept in ``<series-key>.json``. Every file is written
 atomically (:mod:`capplan.store.atomic`); parallel writers of different series or
 runs never touch the same file, and a reader always sees the last complete
 version.
+
+With an object-store root (``s3://``, ``gs://``, ``file://``; :mod:`capplan.store.remote`) everything
+above lives there: the store works in a private local folder (:func:`capplan.store.remote.work_dir`,
+mode 0700, removed at exit) filled from the object store when opened; a series' history and a tier
+forecast are uploaded as soon as written, and history, cache and forecasts changed by a run are uploaded
+before its run folder and ``runs/LATEST`` (:meth:`Store.sync`).
 """
 
 from __future__ import annotations
@@ -63,7 +69,20 @@ class Store:
     def __init__(self, root: str | os.PathLike):
         remote.check_store_url(root)  # no secret in a URL, no memory:// (InputError)
         self.remote = str(root) if remote.is_url(root) else None
-        self.root = remote.local_mirror(self.remote) if self.remote else Path(root)
+        self._seen: dict[str, tuple[int, int]] = {}
+        if self.remote:  # a private working folder, filled from the object store (history, cache, forecasts)
+            self.root = remote.local_mirror(self.remote)
+            self._seen = remote.pull_tree(self.remote, self.root)
+        else:
+            self.root = Path(root)
+
+    def sync(self, only: list[Path] | None = None) -> None:
+        """On an object-store root, upload what changed in the working folder since it was filled
+        (history, cache, forecasts; :func:`capplan.store.remote.push_tree`), and remove there what was
+        removed here; with ``only``, just those files. Nothing to do for a local root."""
+        if self.remote:
+            rels = None if only is None else [Path(p).relative_to(self.root).as_posix() for p in only]
+            self._seen = remote.push_tree(self.remote, self.root, self._seen, only=rels)
 
     # -- history ----------------------------------------------------------
     @property
@@ -79,6 +98,7 @@ class Store:
                "rows": int(len(f)),
                "last_timestamp": f["timestamp"].max().isoformat() if len(f) else None}
         atomic.write_text(self.history_dir / f"{key}.json", json.dumps(doc, indent=2, default=str))
+        self.sync([self.history_dir / f"{key}.parquet", self.history_dir / f"{key}.json"])  # data, then metadata
 
     def series_ids(self) -> list[str]:
         """Every stored series id: from ``<key>.json`` (hashed keys do not decode),
@@ -168,8 +188,16 @@ class Store:
         root, the run's files are uploaded first and ``LATEST`` there is written last
         (:func:`capplan.store.remote.publish_run`)."""
         if self.remote:
+            self.sync()  # history and cache first: the published run's inputs are kept with it
             remote.publish_run(self.run_dir(run_id), self.remote, run_id)
         atomic.write_text(self.runs_dir / "LATEST", run_id + "\n")
+
+    def keep_run(self, run_id: str) -> None:
+        """Keep a run without publishing it: on an object-store root, upload it (and what changed in
+        history and cache) leaving ``LATEST`` where it is; nothing to do for a local root."""
+        if self.remote:
+            self.sync()
+            remote.publish_run(self.run_dir(run_id), self.remote, run_id, publish=False)
 
     def prune_runs(self, cfg: RetentionConfig) -> list[str]:
         """Apply the retention ``cfg`` (:mod:`capplan.store.retention`) to the runs, never the one LATEST
@@ -177,6 +205,7 @@ class Store:
         gone = prune_runs(self.runs_dir, self.latest_run(), cfg)
         if self.remote:
             gone += remote.prune_remote_runs(self.remote, cfg.keep_runs, cfg.keep_days)
+            self.sync()  # and what the run changed or pruned in history and cache since
         return sorted(set(gone))
 
     def latest_run(self) -> str | None:
@@ -199,6 +228,8 @@ class Store:
             shutil.copytree(folder, tmp, dirs_exist_ok=True)
         if publish:
             self.mark_latest(run_id)
+        else:
+            self.keep_run(run_id)
         return self.run_dir(run_id)
 
     def copy_run(self, run_id: str, out: str | os.PathLike) -> Path:
@@ -219,6 +250,7 @@ class Store:
         atomic.write_parquet(d / f"{k}.backtest.parquet", rolling)
         atomic.write_parquet(d / f"{k}.parquet", final)
         atomic.write_text(d / f"{k}.json", jsonout.dumps(doc, indent=2) + "\n")
+        self.sync([d / f"{k}.backtest.parquet", d / f"{k}.parquet", d / f"{k}.json"])
 
     def read_tier_forecast(self, tier: str, key: str, series_id: str) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         """``(rolling, plan forecast, document)`` of one series written by :meth:`write_tier_forecast`.
@@ -234,6 +266,8 @@ class Store:
         ``_manifest.json`` (series ok / missing) and point ``forecasts/<tier>/LATEST`` at ``key``.
         Returns the manifest."""
         d = self.forecast_dir(tier, key)
+        if self.remote:  # the other tasks' series (written from other pods) first
+            self._seen.update(remote.pull_tree(self.remote, self.root, (d.relative_to(self.root).as_posix(),)))
         d.mkdir(parents=True, exist_ok=True)
         ok = sorted(set(ok))
         keep = {series_key(s) for s in ok}
@@ -245,6 +279,7 @@ class Store:
                "written_at": dt.datetime.now(dt.timezone.utc).isoformat()}
         atomic.write_text(d / "_manifest.json", jsonout.dumps(doc, indent=2) + "\n")
         atomic.write_text(d.parent / "LATEST", key + "\n")
+        self.sync()  # the manifest, then LATEST, last
         return doc
 
     def latest_forecasts(self, tier: str) -> tuple[str, dict] | None:

@@ -16,8 +16,9 @@ verified by default.
 
 from __future__ import annotations
 
-import hashlib
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -131,13 +132,95 @@ def prune_remote_runs(root: str, keep_runs: int, keep_days: float) -> list[str]:
     return gone
 
 
+def work_dir(kind: str = "store") -> Path:
+    """A new private local working folder for an object-store root: created by
+    :func:`tempfile.mkdtemp` (mode 0700, a random name made with ``O_EXCL`` semantics, so a name or
+    symlink another user planted is never followed) under ``CAPPLAN_WORKDIR`` (default: the system
+    temporary folder), and removed when the process exits (everything kept is on the object store).
+    Returns its path."""
+    base = os.environ.get("CAPPLAN_WORKDIR") or None
+    if base:
+        Path(base).mkdir(parents=True, exist_ok=True, mode=0o700)
+    d = Path(tempfile.mkdtemp(prefix=f"capplan-{kind}-", dir=base))
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+
 def local_mirror(root: str) -> Path:
-    """The local working folder of an object-store root: history, caches and runs are written here,
-    and published runs are uploaded (:func:`publish_run`). ``CAPPLAN_WORKDIR`` (default: the system
-    temporary folder) / ``capplan-store-<12 hex digits of the URL's SHA-256>``."""
-    base = Path(os.environ.get("CAPPLAN_WORKDIR") or tempfile.gettempdir())
-    return base / f"capplan-store-{hashlib.sha256(root.encode()).hexdigest()[:12]}"
+    """The local working folder of an object-store root (:func:`work_dir`); ``root`` must pass
+    :func:`check_store_url`."""
+    check_store_url(root)
+    return work_dir()
+
+
+#: what a store keeps besides runs/ (runs go up whole, manifest last: :func:`publish_run`)
+KEPT = ("history", "cache", "forecasts")
+
+
+def _skip(rel: str) -> bool:
+    """Temporaries and hidden names (``.x.tmp``, ``.old-*``) never travel."""
+    return any(part.startswith(".") or part.endswith(".tmp") for part in rel.split("/"))
+
+
+def _stat(p: Path) -> tuple[int, int]:
+    st = p.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+def pull_tree(root: str, local: str | os.PathLike, parts: tuple[str, ...] = KEPT) -> dict[str, tuple[int, int]]:
+    """Download every file under ``<root>/<part>/`` of the object store into ``local/<part>/``
+    (each written under a temporary name, then renamed). Returns ``{relative path: (size, mtime_ns)}``
+    of the local copies, the snapshot :func:`push_tree` compares against."""
+    fs, base = open_root(root)
+    local = Path(local)
+    seen: dict[str, tuple[int, int]] = {}
+    for part in parts:
+        try:
+            found = fs.find(f"{base}/{part}")
+        except FileNotFoundError:
+            continue
+        for rp in found:
+            rel = rp[len(base) + 1:] if rp.startswith(base + "/") else rp.split(f"/{part}/", 1)[-1]
+            if _skip(rel):
+                continue
+            dest = local / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.pull.tmp")
+            fs.get_file(rp, str(tmp))
+            os.replace(tmp, dest)
+            seen[rel] = _stat(dest)
+    return seen
+
+
+def push_tree(root: str, local: str | os.PathLike, seen: dict[str, tuple[int, int]],
+              parts: tuple[str, ...] = KEPT, only: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    """Upload every file under ``local/<part>/`` that is new or changed since ``seen`` (size or
+    mtime), manifests (``_manifest.json``) and then ``LATEST`` files last, and remove from the object
+    store the files of ``seen`` that are gone locally (pruned cache entries, dropped forecasts).
+    With ``only`` (relative paths), just those files are uploaded and nothing is removed.
+    Returns the new snapshot."""
+    fs, base = open_root(root)
+    local = Path(local)
+    now: dict[str, tuple[int, int]] = {}
+    if only is not None:
+        now = {**seen, **{r: _stat(local / r) for r in only if (local / r).is_file()}}
+    for part in parts if only is None else ():
+        d = local / part
+        if d.is_dir():
+            for p in d.rglob("*"):
+                rel = p.relative_to(local).as_posix()
+                if p.is_file() and not _skip(rel):
+                    now[rel] = _stat(p)
+    todo = sorted((r for r in now if seen.get(r) != now[r]),
+                  key=lambda r: (r.endswith("/LATEST"), r.endswith("/_manifest.json"), r))
+    for rel in todo:
+        fs.makedirs(f"{base}/{rel}".rsplit("/", 1)[0], exist_ok=True)
+        fs.put_file(str(local / rel), f"{base}/{rel}")
+    for rel in sorted(set(seen) - set(now)):
+        if fs.exists(f"{base}/{rel}"):
+            fs.rm(f"{base}/{rel}")
+    return now
 
 
 __all__ = ["check_store_url", "redact_url", "open_root", "publish_run", "latest_run", "is_url", "prune_remote_runs",
-           "local_mirror"]
+           "local_mirror", "work_dir", "pull_tree", "push_tree", "KEPT"]

@@ -68,7 +68,9 @@ class RemoteModelRegistry(ModelRegistry):
         return version
 
     def prune(self, tier: str, key: str, keep: int) -> list[str]:
-        """:meth:`ModelRegistry.prune` locally and on the object store."""
+        """:meth:`ModelRegistry.prune` locally and on the object store (the store's complete versions
+        downloaded first: this working folder may hold only the ones saved here)."""
+        self._pull(tier, key)
         old = super().prune(tier, key, keep)
         for v in old:
             p = f"{self._remote_dir(tier, key)}/{v}"

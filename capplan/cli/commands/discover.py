@@ -18,7 +18,7 @@ from capplan.config.prometheus import PrometheusConfig, parse_duration
 from capplan.config.yaml_bounds import describe
 from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
-from capplan.prometheus.discover import discover, dump, header_env, starter_config
+from capplan.prometheus.discover import check_out, discover, dump, header_env, starter_config
 from capplan.sources.prometheus import to_epoch
 from capplan.store import atomic
 from capplan.store.remote import check_store_url
@@ -45,7 +45,8 @@ def register(app: typer.Typer) -> None:
                                                    "reads it from $CAPPLAN_HEADER_<NAME> (values are never written "
                                                    "or printed)."),
         out_file: Path = typer.Option(Path("capplan.yaml"), "--out", help="Starter config to write (replaced "
-                                      "atomically)."),
+                                      "atomically; an existing file only if discover wrote it, or with --force)."),
+        force: bool = typer.Option(False, "--force", help="Replace --out even if capplan discover did not write it."),
         store: str = typer.Option("store", "--store", help="store folder the written config names"),
         lookback: str = typer.Option("7d", "--lookback", help="How far back demand counts as recent."),
         at: Optional[str] = typer.Option(None, "--at", help="ISO 8601 end of the lookback (default: now)."),
@@ -67,6 +68,7 @@ def register(app: typer.Typer) -> None:
         except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
             raise InputError(f"--prometheus-url/--header: {describe(exc.errors()[0], None)}") from None
         check_store_url(store, "--store")  # no secret in the URL the written config names
+        check_out(out_file, force)  # before any query: a hand-written config is never replaced
         lb = parse_duration(lookback)
         end = to_epoch(at, "--at") if at else int(time.time())
         client = PrometheusClient(cfg, env=env)

@@ -98,8 +98,9 @@ def s3(monkeypatch):
 
     s3fs.S3FileSystem.clear_instance_cache()
     fs = s3fs.S3FileSystem(endpoint_url=f"http://{host}:{port}", key="test", secret="test")
-    fs.mkdir("capplan-test")
-    yield "s3://capplan-test/store"
+    bucket = f"capplan-test-{uuid.uuid4().hex[:8]}"  # moto's state is per process: a bucket per test
+    fs.mkdir(bucket)
+    yield f"s3://{bucket}/store"
     s3fs.S3FileSystem.clear_instance_cache()
     server.stop()
 
