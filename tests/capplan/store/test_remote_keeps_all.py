@@ -4,6 +4,7 @@ folder is private (mode 0700, a fresh random name, never a planted symlink). On 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
@@ -57,9 +58,8 @@ def test_working_folder_is_private_and_never_a_planted_symlink(tmp_path, monkeyp
     monkeypatch.setenv("CAPPLAN_WORKDIR", str(work))
     victim = tmp_path / "victim"
     victim.mkdir()
-    # another user plants symlinks under every name the old predictable scheme could use
-    for i in range(3):
-        os.symlink(victim, work / f"capplan-store-{i:012x}")
+    # another user plants a symlink under the name a URL's hash would give
+    os.symlink(victim, work / f"capplan-store-{hashlib.sha256(url.encode()).hexdigest()[:12]}")
     a, b = Store(url), Store(url)
     for st in (a, b):
         assert not st.root.is_symlink() and st.root.parent == work
