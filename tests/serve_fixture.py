@@ -16,7 +16,24 @@ from capplan.store.runs import new_run_id
 
 SERIES = "infer/nasa-http"
 #: one inference series' report entry (a real plan's figures; family predictive, quantile p90)
-SERIES_DOC = json.loads('''{"kind": "inference", "unit": "replica", "gpu_model": "A10G-24GB", "windows": {"training": ["1995-07-01T04:00:00+00:00", "1995-08-14T23:55:00+00:00"], "tuning": ["1995-08-15T00:00:00+00:00", "1995-08-21T23:55:00+00:00"], "evaluation": ["1995-08-22T00:00:00+00:00", "1995-08-28T03:55:00+00:00"]}, "evaluation_window": ["1995-08-22T00:00:00+00:00", "1995-08-28T03:55:00+00:00"], "baseline": {"cost_usd": 3401.5958333333333, "coverage": 1.0, "idle_ratio": 0.6884348687469044, "unmet": 0.0, "scale_events": 20, "p95_utilization": 0.5714285714285714}, "recommended": {"cost_usd": 1510.5391666666667, "coverage": 0.9718468468468469, "idle_ratio": 0.2954993522221596, "unmet": 6.166666666666666, "scale_events": 263, "p95_utilization": 1.0, "params": {"target_utilization": 0.95, "min_replicas": 1, "max_replicas": 250, "scale_up_window_s": 0, "scale_down_window_s": 900, "scale_up_percent": 100, "scale_down_percent": 100, "period_s": 60, "prescale_lead_s": 600, "prescale_quantile": "p90", "family": "predictive", "level_window_s": 900, "headroom_quantile": 0.85, "data_step_s": 300, "lookahead_lead_s": 900, "lookahead_cover_s": 600}}, "plan": {"min_replicas": 1, "max_replicas": 250, "target_utilization": 0.95, "prescale": [], "fallback_replicas": 29, "valid_from": "1995-08-28T03:55:00+00:00", "baseline": {"floor_replicas": 33, "scale_up_percent_util": 70, "scale_down_percent_util": 30}}}''')
+SERIES_DOC = json.loads(
+    '{"kind": "inference", "unit": "replica", "gpu_model": "A10G-24GB", '
+    '"windows": {"training": ["1995-07-01T04:00:00+00:00", "1995-08-14T23:55:00+00:00"], '
+    '"tuning": ["1995-08-15T00:00:00+00:00", "1995-08-21T23:55:00+00:00"], '
+    '"evaluation": ["1995-08-22T00:00:00+00:00", "1995-08-28T03:55:00+00:00"]}, '
+    '"evaluation_window": ["1995-08-22T00:00:00+00:00", "1995-08-28T03:55:00+00:00"], '
+    '"baseline": {"cost_usd": 3401.5958333333333, "coverage": 1.0, "idle_ratio": 0.6884348687469044, '
+    '"unmet": 0.0, "scale_events": 20, "p95_utilization": 0.5714285714285714}, '
+    '"recommended": {"cost_usd": 1510.5391666666667, "coverage": 0.9718468468468469, '
+    '"idle_ratio": 0.2954993522221596, "unmet": 6.166666666666666, "scale_events": 263, '
+    '"p95_utilization": 1.0, "params": {"target_utilization": 0.95, "min_replicas": 1, '
+    '"max_replicas": 250, "scale_up_window_s": 0, "scale_down_window_s": 900, "scale_up_percent": 100, '
+    '"scale_down_percent": 100, "period_s": 60, "prescale_lead_s": 600, "prescale_quantile": "p90", '
+    '"family": "predictive", "level_window_s": 900, "headroom_quantile": 0.85, "data_step_s": 300, '
+    '"lookahead_lead_s": 900, "lookahead_cover_s": 600}}, "plan": {"min_replicas": 1, "max_replicas": 250, '
+    '"target_utilization": 0.95, "prescale": [], "fallback_replicas": 29, '
+    '"valid_from": "1995-08-28T03:55:00+00:00", "baseline": {"floor_replicas": 33, '
+    '"scale_up_percent_util": 70, "scale_down_percent_util": 30}}}')
 
 
 def forecasts(now: pd.Timestamp, level: float, steps: int = 2016) -> pd.DataFrame:

@@ -201,6 +201,9 @@ def generate(seed: int = 7) -> Cluster:  # noqa: C901 (one simulation loop, read
                 # an unrelated pod (kube-state-metrics itself), always there
                 emit("kube_pod_status_phase", {**base, "namespace": "monitoring", "pod": "ksm-0", "uid": "ksm-uid",
                                                "phase": "Running"}, ts, 1)
+                # every namespace exists all along (an empty one is idle, not gone)
+                for ns in ("team-a", "team-b", "team-c", "monitoring"):
+                    emit("kube_namespace_status_phase", {**base, "namespace": ns, "phase": "Active"}, ts, 1)
                 if burst:
                     lab = {**base, "namespace": "team-b", "pod": "burst-0", "container": "main", "node": "node-2",
                            "resource": "nvidia_com_gpu", "unit": "integer"}

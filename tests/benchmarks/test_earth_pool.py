@@ -1,4 +1,5 @@
-"""benchmarks/earth_pool.py daily_layer_idle: the idle that each daily spot choice leaves under a perfect hourly layer."""
+"""benchmarks/earth_pool.py daily_layer_idle: the idle that each daily spot choice leaves under a perfect hourly
+layer."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def test_the_hindsight_check_counts_policies_that_meet_regret_and_idle_at_the_co
     assert out["hindsight_regret_at_idle"] == pytest.approx(1.10)
     out = target_counts(rows[1:], 0.074)
     assert out["hindsight_feasible"] == 0
-    assert out["hindsight_idle_at_regret"] == pytest.approx(0.14) and out["hindsight_regret_at_idle"] == pytest.approx(1.30)
+    assert out["hindsight_idle_at_regret"] == pytest.approx(0.14)
+    assert out["hindsight_regret_at_idle"] == pytest.approx(1.30)
     assert np.isnan(target_counts([], 0.074)["hindsight_idle_at_regret"])
 
 

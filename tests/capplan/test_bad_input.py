@@ -238,7 +238,8 @@ def test_out_that_is_not_a_capplan_output_is_refused_before_any_work(tmp_path, c
     assert code == 2 and "--output" in err and "is a folder" in err
 
 
-@pytest.mark.parametrize("stamp,why", [("2024-03-10 02:30:00", "does not exist"), ("2024-11-03 01:30:00", "happens twice")])
+@pytest.mark.parametrize("stamp,why", [("2024-03-10 02:30:00", "does not exist"),
+                                       ("2024-11-03 01:30:00", "happens twice")])
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_naive_local_times_a_dst_change_skips_or_repeats_exit_2(tmp_path, capsys, stamp, why, fmt):
     ts = pd.to_datetime(pd.Series(["2024-03-09 00:00:00", stamp]))
@@ -274,9 +275,11 @@ def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
                               "--format", "json", "-q"], capsys)
     rep = json.loads(out)
     assert code == 3 and list(rep["series"]) == ["pool/ok"]
-    assert rep["failed"]["pool/nan"]["stage"] == "regularise" and "every value is missing" in rep["failed"]["pool/nan"]["error"]
+    assert rep["failed"]["pool/nan"]["stage"] == "regularise"
+    assert "every value is missing" in rep["failed"]["pool/nan"]["error"]
     short = rep["failed"]["pool/short"]
-    assert short["stage"] == "regularise" and f"3 row(s) in {p}" in short["error"] and "longer history" in short["error"]
+    assert short["stage"] == "regularise" and f"3 row(s) in {p}" in short["error"]
+    assert "longer history" in short["error"]
     code, out, err = run_cli(["backtest", "--config", str(cfg), "--source", f"csv:{p}", "--format", "json", "-q"],
                              capsys)  # backtest leaves them out alike
     doc = json.loads(out)
@@ -442,7 +445,8 @@ def test_missing_columns_never_echo_a_file_that_is_not_data(tmp_path, capsys):
     code, _, err = run_cli(["plan", "--source", f"csv:{env}", "--out", str(tmp_path / "o"), "-q"], capsys)
     assert code == 2 and "missing column(s) timestamp, series_id, value" in one_line(err)
     assert "hunter2" not in err and "1 not shown" in one_line(err)
-    for token in ("ghp_16C7e42F292c6912E7710c838347Ae178B4a", "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"):
+    for token in ("ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+                  "AKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY"):
         f = tmp_path / "token.txt"  # a token file's one line parses as one or two column names
         f.write_text(token + "\n")
         code, _, err = run_cli(["plan", "--source", f"csv:{f}", "--out", str(tmp_path / "o"), "-q"], capsys)

@@ -110,11 +110,13 @@ out = {"import_errors": {k: str(v) for k, v in bag.import_errors.items()}, "dags
 for d in bag.dags.values():
     tasks = {}
     for t in d.tasks:
-        tasks[t.task_id] = {"mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__), "retries": t.retries,
+        tasks[t.task_id] = {"mapped": any(c.__name__ == "MappedOperator" for c in type(t).__mro__),
+                            "retries": t.retries,
                             "timeout_s": t.execution_timeout.total_seconds() if t.execution_timeout else None,
                             "pool": t.pool,
                             "backoff": bool(getattr(t, "retry_exponential_backoff", False)),
-                            "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)), "outlets": [a.name for a in t.outlets]}
+                            "trigger_rule": str(getattr(t.trigger_rule, "value", t.trigger_rule)),
+                            "outlets": [a.name for a in t.outlets]}
     sched = d.schedule
     objs = getattr(sched, "objects", None)
     objs = [sched] if objs is None and hasattr(sched, "uri") else (objs or [])

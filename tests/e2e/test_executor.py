@@ -165,7 +165,8 @@ def test_a_series_that_raises_fails_only_itself(plan_run, fast_config, tmp_path,
             raise RuntimeError("simulated solver crash")
         return real(task)
 
-    monkeypatch.setattr(search_stage, "tune_policy", flaky)  # the search's tuning half (with a store, search_cached runs it)
+    # the search's tuning half (with a store, search_cached runs it)
+    monkeypatch.setattr(search_stage, "tune_policy", flaky)
     for d in ("store", "models"):  # a copy: the session plan's store stays as the dashboard tests expect
         shutil.copytree(fast_config.parent / d, tmp_path / d)
     cfg = tmp_path / "fast.yaml"

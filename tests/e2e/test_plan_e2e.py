@@ -24,7 +24,8 @@ def test_outputs_exist(plan_run):
     # the file is the run's report, down to the files it lists and the export stage's seconds
     assert on_disk["run"]["files"] == report["run"]["files"] and "report.json" in on_disk["run"]["files"]
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == on_disk["run"]["files"]
-    assert on_disk["run"]["stage_seconds"] == report["run"]["stage_seconds"] and "export" in report["run"]["stage_seconds"]
+    assert on_disk["run"]["stage_seconds"] == report["run"]["stage_seconds"]
+    assert "export" in report["run"]["stage_seconds"]
 
 
 def test_forecasts_cover_seven_days_without_nan_or_negatives(plan_run):

@@ -41,6 +41,7 @@ def test_every_reduction_names_the_quick_value_and_the_default():
     text = "\n".join(lines)
     for part in ("no Gaussian-process refinement after it (default 30 evaluations)", "the coarse grid", "3-day tuning",
                  "widened to up to 1 complete week(s) before the evaluation window",
-                 "every 12 h for training pools (default 4 h)", "1 network(s), 2 epochs", "60 uncertainty samples (default 300)",
+                 "every 12 h for training pools (default 4 h)", "1 network(s), 2 epochs",
+                 "60 uncertainty samples (default 300)",
                  "no holdout fit", "models: kept in models"):
         assert part in text, part

@@ -60,7 +60,8 @@ def test_no_look_ahead(name):
 
 
 @pytest.mark.parametrize("case,y", [("constant", np.full(300, 16.0)), ("all_zero", np.zeros(300)),
-                                    ("single_step", np.array([7.0])), ("gaps", np.r_[np.full(20, np.nan), 5.0, np.nan])])
+                                    ("single_step", np.array([7.0])),
+                                    ("gaps", np.r_[np.full(20, np.nan), 5.0, np.nan])])
 def test_degenerate_inputs(case, y):
     q = robust_quantiles(y, 2016, LEVEL_DAYS, REVERT_TAU)
     assert q.shape == (2016, len(QCOLS)) and np.isfinite(q).all()

@@ -9,7 +9,8 @@ from capplan.config import docgen
 
 def test_the_committed_configuration_reference_is_current():
     # fails when a field, default, limit or description changes without `python -m capplan.config.docgen`
-    assert docgen.DOC.read_text() == docgen.render(), "docs/configuration.md is stale: run python -m capplan.config.docgen"
+    assert docgen.DOC.read_text() == docgen.render(), ("docs/configuration.md is stale: run "
+                                                       "python -m capplan.config.docgen")
     assert docgen.main(["--check"]) == 0
 
 

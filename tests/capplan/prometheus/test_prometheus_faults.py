@@ -191,7 +191,8 @@ def test_bad_200_content_fails_that_series_and_keeps_the_others(tmp_path, capsys
     assert code == 1
     res = {r["series_id"]: r for r in json.loads(out)}
     assert [res[s]["status"] for s in ("a/bad", "b/nodata", "c/good")] == ["failed", "failed", "ok"]
-    assert "series a/bad: query 'max_over_time((last_over_time(bad_value[59999ms]))[299s:60s])'" in res["a/bad"]["error"]
+    assert ("series a/bad: query 'max_over_time((last_over_time(bad_value[59999ms]))[299s:60s])'"
+            in res["a/bad"]["error"])
     assert "'abc'" in res["a/bad"]["error"] and "without data.result" in res["b/nodata"]["error"]
     assert "internal error" not in err and "Traceback" not in err
     assert Store(tmp_path / "store").series_ids() == ["c/good"]

@@ -170,7 +170,8 @@ def test_a_window_with_nothing_after_data_is_a_warning_not_up_to_date(tmp_path, 
 def test_keda_trigger_carries_custom_headers_for_a_tenant(tmp_path):
 
     cfg = CapplanConfig.model_validate({"prometheus": {"url": "http://127.0.0.1:9090"},
-                                        "export": {"autoscaler": "keda", "custom_headers": {"X-Scope-OrgID": "team-a"}}})
+                                        "export": {"autoscaler": "keda",
+                                                   "custom_headers": {"X-Scope-OrgID": "team-a"}}})
     write_all(PLANS, tmp_path, cfg.export)
     seen = [trig["metadata"].get("customHeaders") for f in (tmp_path / "manifests").glob("*-scaledobject.yaml")
             for trig in yaml.safe_load(f.read_text())["spec"]["triggers"] if trig["type"] == "prometheus"]

@@ -201,7 +201,8 @@ def test_store_location_says_when_a_config_moves_the_store(tmp_path):
     assert lines[0] == f"store: {d / '.capplan/store'}; models: {d / 'models'}"
     assert any("does not set `store:`" in line and str(tmp_path / ".capplan/store") in line for line in lines)
     f.write_text(f"store: {tmp_path / 'shared'}\nmodels: {tmp_path / 'm'}\n")
-    assert store_location(load_config(f), f, cwd=tmp_path) == [f"store: {tmp_path / 'shared'}; models: {tmp_path / 'm'}"]
+    assert store_location(load_config(f), f, cwd=tmp_path) == [
+        f"store: {tmp_path / 'shared'}; models: {tmp_path / 'm'}"]
 
 
 def test_store_option_overrides_the_config_and_is_the_store_the_run_uses(tmp_path, monkeypatch, capsys):

@@ -10,7 +10,8 @@ from capplan.report.summary import fleet_summary, summary_lines
 
 def _weeks(r1: float, r2: float, rho: float, nxt: float) -> dict:
     return {"weeks": 2, "limit_usd": [100.0, 120.0], "chosen_week_regret": [r1, r2],
-            "spread": {"weeks": 2, "min": min(r1, r2), "max": max(r1, r2), "mean": (r1 + r2) / 2, "range": abs(r1 - r2)},
+            "spread": {"weeks": 2, "min": min(r1, r2), "max": max(r1, r2), "mean": (r1 + r2) / 2,
+                       "range": abs(r1 - r2)},
             "walk_forward": [{"week": 2, "spearman": rho, "one_week_pick_next": nxt}]}
 
 

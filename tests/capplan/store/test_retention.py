@@ -87,7 +87,8 @@ def test_prune_leaves_folders_being_written(tmp_path):
     (runs / "20261101T000000Z-s0-aaaaaaaa").mkdir()
     (runs / "20261101T010000Z-s0-bbbbbbbb").mkdir()
     now = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
-    assert prune_runs(runs, None, RetentionConfig(keep_runs=1, keep_days=0), now=now) == ["20261101T000000Z-s0-aaaaaaaa"]
+    assert prune_runs(runs, None, RetentionConfig(keep_runs=1, keep_days=0),
+                      now=now) == ["20261101T000000Z-s0-aaaaaaaa"]
     assert sorted(p.name for p in runs.iterdir())[0].startswith(".")
 
 
@@ -114,7 +115,8 @@ def test_compact_backtest_keeps_what_the_whatif_reads(tmp_path):
     assert c["issued_at"].max() <= e  # nothing issued after the window
     comb = r[(r.series_id == "a") & (r.tier == "combined")]
     # every forecast within an hour of its origin over the window is kept (the hourly lookups) ...
-    fresh = comb[(comb.timestamp >= a) & (comb.timestamp <= e) & (comb.timestamp - comb.issued_at <= pd.Timedelta("1h"))]
+    fresh = comb[(comb.timestamp >= a) & (comb.timestamp <= e)
+                 & (comb.timestamp - comb.issued_at <= pd.Timedelta("1h"))]
     key = ["issued_at", "timestamp"]
     assert set(map(tuple, fresh[key].to_numpy())) <= set(map(tuple, c[key].to_numpy()))
     # ... and before the window only each hour's latest origin (the calibrated top-up's errors)

@@ -66,7 +66,8 @@ def test_persistence_wins_on_steps_and_seasonal_wins_on_a_daily_cycle():
     t = np.arange(5760)
     cycle = 40 + 30 * np.sin(2 * np.pi * t / 288) + rng.normal(0, 0.5, len(t))
     a2 = actual_series(np.round(cycle))
-    frames2 = {"naive": rolling(a2, naive, name="naive"), "seasonal_naive": rolling(a2, seasonal, name="seasonal_naive")}
+    frames2 = {"naive": rolling(a2, naive, name="naive"),
+               "seasonal_naive": rolling(a2, seasonal, name="seasonal_naive")}
     spec2 = combination.learn_combination(frames2, a2)
     long = spec2["24h"]["24h:12h-24h"]["p50"]
     assert long["weights"]["seasonal_naive"] > 0.9, long

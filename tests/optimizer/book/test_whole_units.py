@@ -1,4 +1,5 @@
-"""Whole GPUs from continuous forecast levels (optimizer.book.whole_units) and the rival rule (optimizer.rivals.judge)."""
+"""Whole GPUs from continuous forecast levels (optimizer.book.whole_units) and the rival rule
+(optimizer.rivals.judge)."""
 
 from __future__ import annotations
 

@@ -183,7 +183,8 @@ def test_priority_classes_order(tmp_path):
 # --- validation runs on every write and fails hard ----------------------------------------------
 
 def test_write_fails_on_invalid_output(tmp_path, monkeypatch):
-    monkeypatch.setitem(WRITERS, "seeds", lambda plans, ctx: [Doc("manifests/seeds-hpa.yaml", copy.deepcopy(SEEDS_HPA))])
+    monkeypatch.setitem(WRITERS, "seeds",
+                        lambda plans, ctx: [Doc("manifests/seeds-hpa.yaml", copy.deepcopy(SEEDS_HPA))])
     with pytest.raises(ExportValidationError) as ei:
         write_all(PLANS, tmp_path)
     assert "resource-metric-cpu-memory" in rules(ei.value.problems)

@@ -89,7 +89,8 @@ def test_decisions_never_depend_on_later_demand():
 @pytest.mark.parametrize("shape", ["step", "spike", "zeros", "noise"])
 def test_never_cheaper_than_the_limit_when_it_covers_every_step(shape):
     rng = np.random.default_rng(4)
-    d = {"step": np.r_[np.full(300, 3.0), np.full(300, 30.0)], "spike": np.r_[np.full(300, 5.0), [60.0], np.full(299, 5.0)],
+    d = {"step": np.r_[np.full(300, 3.0), np.full(300, 30.0)],
+         "spike": np.r_[np.full(300, 5.0), [60.0], np.full(299, 5.0)],
          "zeros": np.zeros(600), "noise": rng.gamma(2.0, 6.0, 600).round()}[shape]
     for step_s in (60, 300):
         i = inp(d, step_s=step_s, before=d[:200])
@@ -215,11 +216,13 @@ def _written(tmp_path, edit) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"), "params.family"),
+@pytest.mark.parametrize("edit,field", [(lambda t: t.replace("family: lookahead", "family: lookahaed"),
+                                         "params.family"),
                                         (lambda t: t.replace("headroomQuantile: 0.85", "headroomQuantile: 1.5"),
                                          "params.headroomQuantile"),
                                         # --validate and --diff let these through
-                                        (lambda t: t.replace("minReplicas: 1", "minReplicas: 50"), "params.minReplicas"),
+                                        (lambda t: t.replace("minReplicas: 1", "minReplicas: 50"),
+                                         "params.minReplicas"),
                                         (lambda t: t.replace("maxReplicas: 40", "maxReplicas: 60", 1),
                                          "scaling.maxReplicas")])
 def test_a_hand_edited_policy_param_is_a_validate_problem_and_a_one_line_export_error(tmp_path, capsys, edit, field):

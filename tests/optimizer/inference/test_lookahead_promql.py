@@ -81,7 +81,8 @@ def test_promql_equals_replay_target(served, level_window_s, quantile, engine):
     url = urls[engine]
     cold_s, lag_s = 90, 60
     g, d = observed_lag_steps(STEP, lag_s), cold_steps(STEP, cold_s)
-    p = InferenceParams(target_utilization=0.95, family="lookahead", level_window_s=level_window_s, headroom_quantile=quantile,
+    p = InferenceParams(target_utilization=0.95, family="lookahead", level_window_s=level_window_s,
+                        headroom_quantile=quantile,
                         data_step_s=STEP, lookahead_lead_s=lead_steps(STEP, cold_s, lag_s) * STEP,
                         lookahead_cover_s=(d + 1) * STEP)
     inp = ReplayInput(times=pd.to_datetime(ts, unit="s", utc=True), demand=demand.astype(float), step_s=STEP,

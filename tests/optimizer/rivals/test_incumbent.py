@@ -1,4 +1,5 @@
-"""The calibrated incumbent (optimizer.rivals.incumbent): the rule, and the search replacing it only beyond the days' noise."""
+"""The calibrated incumbent (optimizer.rivals.incumbent): the rule, and the search replacing it only beyond the days'
+noise."""
 
 from __future__ import annotations
 

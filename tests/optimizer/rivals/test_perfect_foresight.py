@@ -161,7 +161,8 @@ def _training_policies(rng, n=40):
            TrainingParams(reservation_ratio=1.0, headroom=1.0, spot_fraction=0.0)]
     for _ in range(n):
         out.append(TrainingParams(reservation_ratio=float(rng.uniform(0, 1.5)), headroom=float(rng.uniform(0.5, 1.5)),
-                                  spot_fraction=float(rng.uniform(0, 1)), topup_quantile=rng.choice(["none", "p50", "c90"]),
+                                  spot_fraction=float(rng.uniform(0, 1)),
+                                  topup_quantile=rng.choice(["none", "p50", "c90"]),
                                   topup_headroom=float(rng.uniform(0.5, 1.5)), quantile="p50",
                                   daily_rule=rng.choice(["max", "newsvendor"])))
     return out

@@ -40,7 +40,8 @@ def test_the_tuning_window_holds_as_many_weeks_as_the_history_allows_after_train
     w = split_windows(idx)
     assert w.tune_start == w.eval_start - 7 * DAY
     two = evidence_windows(w, 2)
-    assert two.tune_start == w.eval_start - 14 * DAY and (two.start, two.eval_start, two.end) == (w.start, w.eval_start, w.end)
+    assert two.tune_start == w.eval_start - 14 * DAY
+    assert (two.start, two.eval_start, two.end) == (w.start, w.eval_start, w.end)
     # a third week would leave less than 7 days to train the forecasters on: two weeks it is
     assert evidence_windows(w, 4).tune_start == w.eval_start - 14 * DAY
     assert evidence_windows(w, 1) == w

@@ -28,7 +28,8 @@ def test_the_coarse_grid_is_a_small_subset_of_the_full_grid(space):
     assert scan_grid(space, "coarse").dims == space.dims and scan_grid(space, "coarse").anchors == space.anchors
 
 
-@pytest.mark.parametrize("coarse,full", [(COARSE_TRAINING_GRID, TRAINING_GRID), (COARSE_INFERENCE_GRID, INFERENCE_GRID)],
+@pytest.mark.parametrize("coarse,full", [(COARSE_TRAINING_GRID, TRAINING_GRID),
+                                         (COARSE_INFERENCE_GRID, INFERENCE_GRID)],
                          ids=["training", "inference"])
 def test_every_coarse_value_is_a_full_grid_value(coarse, full):
     assert set(coarse) == set(full)

@@ -32,7 +32,8 @@ PRICE = GpuPrice(on_demand=1.0, reserved=0.6, spot=0.4)
 def window(demand, start="2024-01-01", step_s=300, gpus_per_unit=1.0, before=None) -> ReplayInput:
     times = pd.date_range(start, periods=len(demand), freq=f"{step_s}s", tz="UTC")
     return ReplayInput(times=times, demand=np.asarray(demand, float), step_s=step_s, price=PRICE,
-                       gpus_per_unit=gpus_per_unit, history_before=None if before is None else np.asarray(before, float))
+                       gpus_per_unit=gpus_per_unit,
+                       history_before=None if before is None else np.asarray(before, float))
 
 
 def test_reference_cost_serves_the_mean_known_demand_on_demand():

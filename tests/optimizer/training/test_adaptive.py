@@ -16,7 +16,8 @@ def _hours(days=28, seed=0, burst=0.0):
     one step in four); the p50 forecast 20, p90 30; errors ceil(hour max) - 20."""
     n = days * 24
     rng = np.random.default_rng(seed)
-    steps = 20.0 + rng.gamma(1.5, 2.0, (n, 12)).round() + burst * (rng.random((n, 12)) < 0.25) * rng.gamma(2.0, 3.0, (n, 12)).round()
+    steps = (20.0 + rng.gamma(1.5, 2.0, (n, 12)).round()
+             + burst * (rng.random((n, 12)) < 0.25) * rng.gamma(2.0, 3.0, (n, 12)).round())
     p50, p90 = np.full(n, 20.0), np.full(n, 30.0)
     return p50, p90, np.ceil(steps.max(axis=1)) - p50, [row for row in steps]
 

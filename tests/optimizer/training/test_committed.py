@@ -120,7 +120,8 @@ def test_policy_yaml_says_a_reserving_pool_commits_for_the_minimum_term():
     plan = SeriesPlan(series_id="train/pool", kind="training", unit="gpu",
                       params={"reservation_ratio": 1.0, "reservation_basis": "spot_cap"},
                       plan={"reserved_gpus": 20, "on_demand_gpus": 0, "spot_gpus": 20, "capability_gpus": 40,
-                            "valid_from": "2026-11-29T14:00:00+00:00"}, recommended=m, baseline=m, forecast_version="v1")
+                            "valid_from": "2026-11-29T14:00:00+00:00"},
+                      recommended=m, baseline=m, forecast_version="v1")
     line = mix_comment(plan)
     assert "reserved 50 %" in line and "reserved_min_term_days" in line and "planned 100 % on spot" not in line
     spot_only = {**mix, "reserved": {"gpu_hours": 0.0, "cost_usd": 0.0}}

@@ -101,6 +101,7 @@ def test_the_plan_buys_the_levels_the_replay_would_for_the_next_day():
                          history=hist, spot_share=share, price=PRICE)
     spot = math.ceil(day_level_at(d, len(d), 300, share) - 0.1)
     assert plan["spot_gpus"] == spot and plan["reserved_gpus"] == 0 and plan["on_demand_gpus"] == 0
-    assert plan["on_demand_hourly_gpus"] == max(math.ceil(conformal_level(d, 300, np.array([len(d) - 1]))[0] - 0.1) - spot, 0)
+    hourly = math.ceil(conformal_level(d, 300, np.array([len(d) - 1]))[0] - 0.1)
+    assert plan["on_demand_hourly_gpus"] == max(hourly - spot, 0)
     with pytest.raises(ValueError, match="spot_share"):
         capacity_plan("training", {**EMPIRICAL_PARAMS, "quantile": "p90"}, final, pd.DataFrame(), history=hist)

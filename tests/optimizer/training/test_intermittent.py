@@ -1,4 +1,5 @@
-"""Intermittent tuning windows (optimizer.training.intermittent) and the scan's tie order (optimizer.search.policy_search.grid_scan)."""
+"""Intermittent tuning windows (optimizer.training.intermittent) and the scan's tie order
+(optimizer.search.policy_search.grid_scan)."""
 
 from __future__ import annotations
 
@@ -58,8 +59,8 @@ def test_search_on_an_intermittent_window_keeps_an_hourly_topup_and_says_so():
     assert any(note.startswith("tuning: the tuning window's demand is intermittent") for note in oc.notes)
     # a smooth window searches the whole space and adds no such note
     smooth = _flat(inp(np.full(n, 2.0)), 2.0, 2.0, np.full(n, 2.0))
-    oc = search_one(SearchTask("train/smooth", "training", smooth, smooth, SearchSettings(n_calls=4, random_search=False),
-                               0, []))
+    oc = search_one(SearchTask("train/smooth", "training", smooth, smooth,
+                               SearchSettings(n_calls=4, random_search=False), 0, []))
     assert not any("intermittent" in note for note in oc.notes)
 
 
