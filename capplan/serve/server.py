@@ -10,6 +10,11 @@ Routes:
 * ``GET /api/v1/plans/latest``: the served run's typed report (:class:`capplan.report.model.Report`)
   as JSON; 503 before any plan is loaded.
 
+``HEAD`` is answered on every route with the headers ``GET`` would send and no body (RFC 9110,
+section 9.3.2). A connection that sends no complete request within ``idle_timeout_s`` (default
+:data:`IDLE_TIMEOUT_S`) is closed, so idle or stalled clients never hold a thread; a client that
+goes away mid-answer (an aborted scrape) ends that request quietly.
+
 Binds ``127.0.0.1`` unless told otherwise (``--host 0.0.0.0`` inside a pod).
 """
 
@@ -25,24 +30,35 @@ from capplan.serve.metrics import PlanCollector
 from capplan.serve.plan import PlanSource
 
 API_LATEST = "/api/v1/plans/latest"
+IDLE_TIMEOUT_S = 30.0
+"""Seconds a connection may wait for (the rest of) a request before it is closed."""
 
 
-def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, predictive_lead_s: int = 150
-                ) -> ThreadingHTTPServer:
-    """A server (not started: call ``serve_forever``) for ``source`` on ``host:port`` (port 0: any free one)."""
+def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, predictive_lead_s: int = 150,
+                idle_timeout_s: float = IDLE_TIMEOUT_S) -> ThreadingHTTPServer:
+    """A server (not started: call ``serve_forever``) for ``source`` on ``host:port`` (port 0: any free one);
+    connections idle for ``idle_timeout_s`` seconds are closed."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PlanCollector(source, predictive_lead_s))
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "capplan"
+        timeout = idle_timeout_s  # socket timeout of each connection (socketserver.StreamRequestHandler)
 
         def _send(self, code: int, body: bytes, ctype: str = "application/json") -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):  # the client went away
+                self.close_connection = True
+
+        def do_HEAD(self):  # noqa: N802 (http.server's name): GET's headers, no body
+            self.do_GET()
 
         def do_GET(self):  # noqa: N802 (http.server's name)
             path = self.path.split("?", 1)[0]
@@ -68,7 +84,21 @@ def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, p
         def log_message(self, fmt, *args):  # access logs off: Prometheus scrapes every few seconds
             return
 
-    return ThreadingHTTPServer((host, port), Handler)
+    return _Server((host, port), Handler)
 
 
-__all__ = ["make_server", "API_LATEST"]
+class _Server(ThreadingHTTPServer):
+    """``ThreadingHTTPServer`` whose request threads end quietly when the client goes away (a reset or
+    broken connection: no traceback per aborted scrape); other errors are reported as before."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+__all__ = ["make_server", "API_LATEST", "IDLE_TIMEOUT_S"]
