@@ -37,6 +37,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "capacity": ("capacity", "every policy against the perfect-foresight limit (regret), spread over seeds"),
     "predictive": ("predictive", "the predictive KEDA rule against cron pre-scaling per inference service, "
                    "by rolling origin"),
+    "sharing": ("sharing", "stranded GPUs of the openb pods on the openb nodes: whole-GPU placement against "
+                "sharing as capplan recommends (FGD packing, MPS replicas)"),
     "spot-cap": ("spot_cap", "the fleet's regret with spot capped at a share of the GPUs bought, against uncapped"),
     "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),
     "quick": ("quick_speed", "a first `capplan plan --quick` against a first default plan, seconds and ratio"),
@@ -45,6 +47,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "tiers": ("tier_fit_cost", "cost of fitting the three tiers against one default Prophet fit"),
     "prometheus": ("prometheus_pull", "capplan's Prometheus pull against a plain query_range (needs promtool)"),
     "dag-import": ("dag_import", "import time of the Airflow DAG files (needs Airflow)"),
+    "same-figures": ("same_figures", "a plan at a git revision against the working tree's: the same report figures, "
+                     "parquet files and manifests"),
 }
 
 
