@@ -74,4 +74,20 @@ def _restore_main_module():
     sys.modules["__main__"] = main
 
 
+#: fixtures that start a real service or run a real plan: a test that uses one is end-to-end (marked slow)
+SLOW_FIXTURES = {"plan_run", "prom", "prom_data", "prom_factory"}
+#: folders whose tests are end-to-end or service-backed as a whole
+SLOW_DIRS = ("e2e",)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The fast lane (``pytest -m "not slow"``): every test under :data:`SLOW_DIRS`, and every test that uses
+    a fixture of :data:`SLOW_FIXTURES` (a real Prometheus, a real plan), carries the ``slow`` mark; the default
+    suite and CI still run them all."""
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts[0] in SLOW_DIRS or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 from tests.prom_fixture import prom, prom_data, prom_factory  # noqa: F401,E402

@@ -7,15 +7,15 @@ per series or one global model, its typed :class:`TierSettings`) and one line he
 """
 
 from forecasting.tiers.base import (
-                                    Forecaster,
-                                    TierSettings,
-                                    available,
-                                    forecaster_class,
-                                    is_global,
-                                    make,
-                                    names,
-                                    register,
-                                    tier_options,
+    Forecaster,
+    TierSettings,
+    available,
+    forecaster_class,
+    is_global,
+    make,
+    names,
+    register,
+    tier_options,
 )
 from forecasting.tiers.daily_lstm import DailyLSTM
 from forecasting.tiers.hourly_ets import HourlyETS

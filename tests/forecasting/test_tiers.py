@@ -1,4 +1,4 @@
-"""Tier faults (issue 13): every fallback is recorded, degenerate inputs give sane forecasts.
+"""Tier faults: every fallback is recorded, degenerate inputs give sane forecasts.
 
 Each test forces one fallback path of one tier with a small input and finds the
 stated reason in the tier's ``fallbacks`` (what the report's ``fallbacks`` is built from).
@@ -142,6 +142,7 @@ def test_daily_fallback_too_little_history():
     assert len(f) == 24
 
 
+@pytest.mark.slow  # fits LSTM networks
 def test_daily_fallback_short_context_at_an_origin():
     rng = np.random.default_rng(0)
     h = frame(10 + rng.integers(0, 5, 240).astype(float), step="1h")
@@ -151,6 +152,7 @@ def test_daily_fallback_short_context_at_an_origin():
     assert "hours of context" in m.fallbacks["p"]
 
 
+@pytest.mark.slow  # fits LSTM networks
 def test_daily_learns_a_daily_cycle_naive_cannot():
     # three pools with the same daily cycle at different sizes: the global model, even tiny and
     # briefly trained, forecasts the cycle (its skip path holds yesterday) better than the last value
@@ -321,6 +323,7 @@ def test_save_load_round_trip(tier, tmp_path):
         make(tier, **opts).load(tmp_path / "v1")
 
 
+@pytest.mark.slow  # fits the daily and weekly tiers twice
 @pytest.mark.parametrize("tier", ["daily", "weekly"])
 def test_fit_final_reuses_fresh_models_and_refits_broken_ones(tier, tmp_path):
     from forecasting.registry import ModelRegistry
@@ -359,6 +362,7 @@ def test_shrinkage_toward_naive_keeps_only_informative_changes():
     assert change_shrinkage(z, z) == 1.0 and change_shrinkage(z, -z) == 0.0 and change_shrinkage(z, 0 * z) == 0.0
 
 
+@pytest.mark.slow  # fits LSTM networks
 def test_daily_ensemble_forecasts_the_mean_of_independent_members():
     # members start from their own weights, and the forecast is their mean quantile by quantile
     h = _hourly_data()

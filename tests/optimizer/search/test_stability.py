@@ -15,6 +15,9 @@ from optimizer.engine.inputs import replay_input
 from optimizer.search.settings import SearchSettings
 from optimizer.search.tuning import SearchTask, search_one
 
+#: several full searches and forecasts per test: end-to-end in all but name
+pytestmark = pytest.mark.slow
+
 SERIES = ["train/vc6YE", "train/vcMod", "train/vcJLV"]  # forecasts for all three (one fleet)
 # the layers bought and how the hourly one is sized; the daily layer's rule, quantile, headroom and
 # cap together set one daily size (p90 x 1.0 and p99 x 0.8 buy nearly the same, as do vc6YE's p50
@@ -60,7 +63,7 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
     med = np.median(costs)
     assert np.all(np.abs(costs - med) <= 0.03 * med), costs
     # one interruption scenario for every seed (optimizer.search.tuning.SCENARIO_STREAM): the baseline, which no seed
-    # sizes, scores the same on every seed, and so does every recommendation the seeds agree on
+    # sizes, scores the same on every seed, and so does every recommendation the run seeds agree on
     assert len({(o.baseline.cost_usd, o.baseline.coverage) for o in out}) == 1
     for o in out:
         if o.params == out[0].params:
@@ -80,7 +83,7 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
 
 
 def test_a_series_planned_alone_gets_the_plan_it_gets_beside_others(tmp_path):
-    """Issue 12, across runs: `--series X` and `--series X,Y,Z` give X the same forecasts and plan (the
+    """Across runs: `--series X` and `--series X,Y,Z` give X the same forecasts and plan (the
     cluster-wide outage rule and the global LSTM read the whole source in both)."""
     import yaml
 
