@@ -10,9 +10,10 @@ the Prometheus label-name grammar ``[a-zA-Z_][a-zA-Z0-9_]*``.
 The templates, their units and the metrics they read are in
 :mod:`capplan.promql.templates` (and docs/prometheus.md): DCGM utilisation and
 busy GPUs, kube-state-metrics requested GPUs, Volcano queue and Kueue
-ClusterQueue/LocalQueue GPUs, deployment replicas and request rates. Each
-reduces repeated series per entity before summing and answers 0 (not nothing)
-while its exporter reports.
+ClusterQueue/LocalQueue GPUs, deployment replicas and request rates, and per
+GPU model (``selector.gpu_product``, :mod:`capplan.promql.models`) capacity and
+requests. Each reduces repeated series per entity before summing and answers 0
+(not nothing) while its selection reports (:func:`alive_terms`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 
 from capplan.errors import InputError
+from capplan.promql import models
 from capplan.promql.templates import ALIVE, TEMPLATES
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -66,9 +68,16 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
     ``namespace``/``pod``/``container`` on ``exported_namespace``/``exported_pod``/
     ``exported_container`` (dcgm-exporter scraped without ``honorLabels``).
 
+    ``selector.gpu_product`` (GFD product labels, ``|``-separated) or ``selector.gpu_model`` (a
+    catalogue model) selects a GPU model in the ``*_by_model`` templates (where one is required) and
+    the ``dcgm_*`` templates (as ``modelName``); :mod:`capplan.promql.models`.
+
     Raises InputError for an unknown template (listing the known ones), an
-    invalid label name, an unknown parameter, or a parameter that is not a
-    metric name (``metric``) or duration (``window``).
+    invalid label name, an unknown parameter, a parameter that is not a
+    metric name (``metric``) or duration (``window``), a ``gpu_product`` that is
+    not a label value, a ``gpu_model`` not in the catalogue, or a model selector
+    missing from a ``*_by_model`` template or given to one that cannot select a
+    model.
     """
     if template not in TEMPLATES:
         raise InputError(f"template {template!r}: unknown; known: {', '.join(sorted(TEMPLATES))}")
@@ -84,14 +93,52 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
         raise InputError(f"template {template!r}: params.metric {p['metric']!r} is not a metric name")
     if "window" in p and not DURATION_RE.match(p["window"]):
         raise InputError(f"template {template!r}: params.window {p['window']!r} is not a duration such as 5m")
-    if exported_labels and template.startswith("dcgm_") and selector:
+    selector = dict(selector or {})
+    keys = [k for k in ("gpu_product", "gpu_model") if k in selector]
+    by_model, dcgm = template.endswith("_by_model"), template.startswith("dcgm_")
+    if len(keys) != 1 and by_model:
+        raise InputError(f"template {template!r}: needs one of selector.gpu_product (the GFD product label, e.g. "
+                         "NVIDIA-A100-SXM4-80GB; `capplan discover` lists them) or selector.gpu_model (a catalogue "
+                         "model, e.g. A100-80GB)")
+    if keys and not (by_model or dcgm):
+        raise InputError(f"template {template!r}: selector.{keys[0]} selects a GPU model only in the *_by_model "
+                         "and dcgm_* templates; a Kueue flavor is selected with selector.flavor")
+    if len(keys) > 1:
+        raise InputError(f"template {template!r}: set selector.gpu_product or selector.gpu_model, not both")
+    rx, model_rx = models.patterns(keys[0], selector.pop(keys[0]), template) if keys else ("", "")
+    if exported_labels and dcgm and selector:
         selector = {(f"exported_{k}" if k in WORKLOAD_LABELS else k): v for k, v in selector.items()}
-    sel = matchers(selector or {})
-    ns = matchers({"namespace": selector["namespace"]}) if selector and "namespace" in selector else ""
+    sel = matchers(selector)
+    if dcgm and model_rx:
+        sel = ", ".join(x for x in (sel, f'modelName=~"{model_rx}"') if x)
+    ns = matchers({"namespace": selector["namespace"]}) if "namespace" in selector else ""
+    node = matchers({"node": selector["node"]}) if "node" in selector else ""
     p["resource"] = escape_label_value(p["resource"]) if "resource" in p else ""
-    extra["busy_terms"] = busy_terms(sel, slices=int(extra["slices_per_gpu"]))
-    return t.promql.format(sel=sel, sel_c=(", " + sel) if sel else "", ns_c=(", " + ns) if ns else "",
-                           **{**p, **extra})
+    slices = int(extra["slices_per_gpu"])
+    extra["busy_terms"] = busy_terms(sel, slices=slices)
+    sel_c, ns_c = (", " + sel) if sel else "", (", " + ns) if ns else ""
+    extra.update(alive_terms(sel, ns, node, f'{models.NODE_LABEL}=~"{rx}"' if rx else ""))
+    if by_model:
+        replicas = int(extra["shared_replicas"])
+        extra["model_capacity"] = models.capacity(rx, slices, replicas)
+        extra["model_requests"] = models.requests(rx, slices, replicas, sel_c, ns_c)
+    return t.promql.format(sel=sel, sel_c=sel_c, ns_c=ns_c, **{**p, **extra})
+
+
+def alive_terms(sel: str, ns: str = "", node: str = "", model: str = "") -> dict[str, str]:
+    """The ``alive_*`` fields of the templates: ``0 * group(...)`` of the exporter's own series of
+    the selection (:data:`capplan.promql.templates.ALIVE`), so a step is 0 while the selection
+    reports and missing once it does not, whatever else reports. ``sel``: the selector's matchers;
+    ``ns``/``node``/``model``: its namespace, node and GPU-model (``kube_node_labels``) matchers,
+    each empty when the selector has none (the kube-state-metrics terms then cover the cluster)."""
+    f = {"sel": sel, "sel_c": (", " + sel) if sel else "", "ns": ns, "node": node, "model": model}
+    raw = {k: pat.format(**f) for k, pat in ALIVE.items()}
+    ksm = [f"group({raw['ksm']})"] + ([f"group({raw['ksm_node']})"] if node else [])
+    mod = [f"group({raw['model']})"] + ([f"group({raw['ksm']})"] if ns else [])
+    out = {f"alive_{k}": f"0 * group({raw[k]})" for k in ("dcgm", "volcano", "kueue", "kueue_pw", "kueue_lq")}
+    out["alive_ksm"] = "0 * (" + " and ".join(ksm) + ")" if len(ksm) > 1 else "0 * " + ksm[0]
+    out["alive_model"] = "0 * (" + " and ".join(mod) + ")" if len(mod) > 1 else "0 * " + mod[0]
+    return out
 
 
 def busy_terms(sel: str, slices: int = 7) -> str:
@@ -133,7 +180,7 @@ def _derived(template: str, p: dict[str, str]) -> dict[str, str]:
     unit>`` or empty), ``shares`` (a vector of the GPU share per MIG slice count,
     ``{slices="N"}`` -> N / slices_per_gpu, no label -> 1), ``gpus_per_workload`` and the
     ``alive_*`` expressions. Raises InputError for a bad value, naming it."""
-    out = {f"alive_{k}": v for k, v in ALIVE.items()}
+    out: dict[str, str] = {}
     slices = int(_number(template, "slices_per_gpu", p.get("slices_per_gpu", "7"), 1, 8))
     if slices != float(p.get("slices_per_gpu", "7")):
         raise InputError(f"template {template!r}: params.slices_per_gpu must be a whole number (7, or 4 for A30)")
@@ -146,6 +193,12 @@ def _derived(template: str, p: dict[str, str]) -> dict[str, str]:
         n = MIG_RE.search(p["resource"])
         out["share"] = f" * {n.group(1)} / {slices}" if share != 1 else ""
     out["slices_per_gpu"] = str(slices)
+    if "shared_replicas" in p:
+        r = _number(template, "shared_replicas", p["shared_replicas"], 1, 1024)
+        if r != int(r):
+            raise InputError(f"template {template!r}: params.shared_replicas must be a whole number (the device "
+                             "plugin's time-slicing/MPS replicas per GPU)")
+        out["shared_replicas"] = str(int(r))
     if "gpus_per_workload" in p:
         out["gpus_per_workload"] = f"{_number(template, 'gpus_per_workload', p['gpus_per_workload'], 1e-3, 1e4):g}"
     return out

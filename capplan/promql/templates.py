@@ -12,10 +12,28 @@ repeats in the exporters' series:
   (``max by (UUID, GPU_I_ID)``), so a GPU reported under two label sets for a
   while (dcgm-exporter's label-set flap) counts once. Volcano and Kueue
   gauges are reduced per queue (and flavor) the same way (HA replicas).
-* **0 when idle, missing when the exporter is down.** Each demand template
-  ends in ``or 0 * group(<the exporter's own series>)``: when the exporter
-  reports but nothing is requested the step is 0; when it reports nothing
-  (down, outage) the step has no value (:mod:`capplan.prometheus.coverage`).
+* **0 when idle, missing when the selection is gone.** Each demand template
+  ends in ``or 0 * group(<the exporter's own series of the same selection>)``
+  (:data:`ALIVE`): when the selected GPUs, queue, flavor, namespace or model
+  report but nothing is requested the step is 0; when they report nothing (a
+  node drained, its exporter dead, a label renamed, a queue deleted) the step
+  has no value, whatever the rest of the cluster reports, and a later pull of
+  nothing says ``stopped`` (:mod:`capplan.prometheus.coverage`,
+  :mod:`capplan.sources.prometheus`). The alive term carries the selector's
+  matchers: for dcgm-exporter all of them (its series carry the workload
+  labels only while a pod holds the GPU, so an idle *namespace* selection of a
+  dcgm template is missing, not 0: dcgm-exporter cannot tell idle from gone);
+  for kube-state-metrics the namespace (``kube_namespace_status_phase`` or any
+  pod of it), the node (``kube_node_info``/``kube_node_labels``) and the GPU
+  model (``kube_node_labels`` of its product); for Volcano every
+  ``volcano_queue_*`` series of the queue; for Kueue the ClusterQueue's status,
+  nominal quota or usage with the selector's labels (a ``flavor`` selection is
+  alive while the flavor has quota or usage).
+* **GPU models.** The ``*_by_model`` templates and the ``dcgm_*`` templates take
+  ``selector.gpu_product`` (GFD product labels, ``|``-separated, e.g.
+  ``NVIDIA-A100-SXM4-80GB``), matched with GFD's ``-SHARED``/``-MIG-<profile>``
+  suffixes and as dcgm-exporter's ``modelName`` (:mod:`capplan.promql.models`).
+  Kueue models are flavors: select them with ``selector.flavor``.
 * **MIG.** ``resource`` (default ``nvidia.com/gpu``) selects what is counted;
   a MIG resource ``nvidia.com/mig-<N>g.<M>gb`` counts ``N / slices_per_gpu``
   GPU-equivalents per instance (``slices_per_gpu`` 7: A100, H100, H200, B200;
@@ -73,12 +91,19 @@ class Template:
 
 _GPU = {"resource": "nvidia.com/gpu", "slices_per_gpu": "7"}
 
-# the exporter's own series: present whenever the exporter reports, whatever is requested
+# the exporter's own series of the selection: present whenever the selection reports, whatever is requested.
+# ``str.format`` patterns: {sel} the selector's matchers, {sel_c} the same after ", ", {ns} the namespace matcher,
+# {node} the node matcher, {model} the node-label matcher of the GPU model (capplan.promql.render.alive_terms).
 ALIVE = {
-    "ksm": "0 * group(kube_pod_status_phase)",
-    "dcgm": "0 * group(DCGM_FI_DEV_GPU_UTIL or DCGM_FI_PROF_GR_ENGINE_ACTIVE)",
-    "volcano": '0 * group({__name__=~"volcano_queue_.+"})',
-    "kueue": "0 * group(kueue_cluster_queue_status)",
+    "ksm": "kube_namespace_status_phase{{{ns}}} or kube_pod_status_phase{{{ns}}}",
+    "ksm_node": "kube_node_info{{{node}}} or kube_node_labels{{{node}}}",
+    "model": "kube_node_labels{{{model}}}",
+    "dcgm": "DCGM_FI_DEV_GPU_UTIL{{{sel}}} or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{sel}}}",
+    "volcano": '{{__name__=~"volcano_queue_.+"{sel_c}}}',
+    "kueue": "kueue_cluster_queue_status{{{sel}}} or kueue_cluster_queue_nominal_quota{{{sel}}} or "
+             "kueue_cluster_queue_resource_usage{{{sel}}}",
+    "kueue_pw": "kueue_cluster_queue_status{{{sel}}} or kueue_pending_workloads{{{sel}}}",
+    "kueue_lq": "kueue_local_queue_status{{{sel}}} or kueue_local_queue_resource_usage{{{sel}}}",
 }
 
 _UTIL_PER_ENTITY = ('max by (UUID, GPU_I_ID, GPU_I_PROFILE) '
@@ -127,10 +152,28 @@ TEMPLATES: dict[str, Template] = {t.name: t for t in [
              "pending workloads of a Kueue ClusterQueue x gpus_per_workload: an estimate for Kueue releases "
              "without kueue_cluster_queue_resource_pending (it misses workloads of other sizes)",
              "sum(max by (cluster_queue, status) (kueue_pending_workloads{{{sel}}})) * {gpus_per_workload} "
-             "or {alive_kueue}", {"gpus_per_workload": "1"}),
+             "or {alive_kueue_pw}", {"gpus_per_workload": "1"}),
     Template("kueue_local_queue_gpus", "gpu",
              "GPUs in use by admitted workloads of a Kueue LocalQueue (selector name, namespace; feature gate "
              "LocalQueueMetrics)",
              'sum(max by (namespace, name, flavor) (kueue_local_queue_resource_usage{{resource="{resource}"{sel_c}}}))'
-             "{share} or {alive_kueue}", dict(_GPU)),
+             "{share} or {alive_kueue_lq}", dict(_GPU)),
+    Template("kueue_nominal_quota_gpus", "gpu",
+             "GPUs of nominalQuota of Kueue ClusterQueues per flavor (selector cluster_queue, cohort, flavor: a "
+             "flavor is a GPU model's capacity in Kueue)",
+             "sum(" + _KQ.replace("{kind}", "nominal_quota") + "){share} or {alive_kueue}", dict(_GPU)),
+    Template("k8s_gpus_allocatable_by_model", "gpu",
+             "allocatable GPU-equivalents of the nodes of a GPU model (selector gpu_product; kube_node_status_"
+             "allocatable joined with GFD's nvidia.com/gpu.product through kube_node_labels; MIG and shared GPUs "
+             "as shares of a GPU)",
+             "{model_capacity} or {alive_model}", {"slices_per_gpu": "7", "shared_replicas": "1"}),
+    Template("k8s_gpus_requested_by_model", "gpu",
+             "GPU-equivalents requested on a GPU model (selector gpu_product, optionally namespace): Running and "
+             "Pending pods on its nodes (kube_pod_info node) and unscheduled Pending pods whose nodeSelector names "
+             "it (kube_pod_nodeselectors)",
+             "{model_requests} or {alive_model}", {"slices_per_gpu": "7", "shared_replicas": "1"}),
+    Template("dcgm_gpus_reporting", "gpu",
+             "physical GPUs dcgm-exporter reports (one per UUID; selector e.g. gpu_product, Hostname): a model's "
+             "GPUs as the exporter sees them; missing when none reports",
+             "count(max by (UUID) (DCGM_FI_DEV_GPU_UTIL{{{sel}}} or DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{sel}}}))"),
 ]}
