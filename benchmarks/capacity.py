@@ -17,7 +17,7 @@ stage (:func:`capplan.run.stages.search.search`, run by :func:`benchmarks.common
    the recommended policy <= 1.20, none above 1.5, coverage >= min(0.95,
    baseline's), no dearer than the baseline or the reactive peer; inference:
    median regret <= 1.30 at coverage >= 0.95, cheaper than the reactive peer);
-3. over the seeds: each series' recommended cost against its median over the
+3. across seeds: each series' recommended cost against its median across
    seeds (largest deviation, %; target: every series within 2 %), and the fleet's cost
    against the baseline's;
 4. with ``--earth SCALE ...``, the large-pool case of :mod:`benchmarks.earth_pool` (the
@@ -36,7 +36,7 @@ stage (:func:`capplan.run.stages.search.search`, run by :func:`benchmarks.common
 Forecasts: ``--forecasts DIR`` reuses the combined rolling-origin forecasts of a
 ``capplan plan`` output folder (``backtest.parquet``) so only the search runs
 per seed; without it the forecast stage runs once (seed 0, several minutes).
-The seeds then vary the search, not the forecasts (the LSTM's seed is the
+The run seeds then vary the search, not the forecasts (the LSTM's seed is the
 forecast run's) nor the spot interruptions (one scenario for every seed,
 :data:`optimizer.search.tuning.SCENARIO_STREAM`). With ``--retrain`` the forecast stage runs
 again for every seed, with that seed, on a fresh store and model registry
@@ -72,7 +72,7 @@ from capplan.run.stages.search import search_tasks
 from optimizer.rivals.incumbent import recommended_name
 from optimizer.search.tuning import SCENARIO_STREAM, PolicyReplay
 
-SEED_SPREAD_PCT = 2.0  #: the issue's target: every series within 2 % of its median cost over the seeds
+SEED_SPREAD_PCT = 2.0  #: target: every series within 2 % of its median cost across seeds
 
 
 def table(outcomes: dict, kinds: dict) -> pd.DataFrame:
@@ -182,7 +182,7 @@ def forecast_set(folder: Path, seed: int):
 
 
 def seed_spread(costs: pd.DataFrame) -> pd.DataFrame:
-    """Per series (rows of ``costs``: series x seed, recommended cost in USD): the median over the seeds
+    """Per series (rows of ``costs``: series x seed, recommended cost in USD): the median across seeds
     (``median_usd``) and the largest deviation from it (``max_dev_pct``, percent of the median; NaN for a
     series whose median is 0)."""
     med = costs.median(axis=1)
@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> None:
             s0 = a.seeds[0]
             print(f"\nForecasts across those seeds (benchmarks.seed_forecasts): mean |seed - seed {s0}| "
                   f"/ mean |seed {s0}|,"
-                  " %, the largest over the seeds; combined forecasts beside each series' cost spread")
+                  " %, the largest across seeds; combined forecasts beside each series' cost spread")
             comb = moves[moves["tier"] == "combined"].set_index("series")[["p50_pct", "p95_pct"]]
             comb["cost_max_dev_pct"] = spread["max_dev_pct"].reindex(comb.index)
             print(comb.to_string(float_format=lambda x: f"{x:,.3f}"))

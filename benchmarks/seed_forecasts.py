@@ -1,7 +1,7 @@
 """How far the forecasts themselves move with the seed (``capacity --forecast-sets``).
 
 The capacity benchmark's seed spread (:func:`benchmarks.capacity.seed_spread`) says how far each
-series' recommended cost moves over the seeds when the models are refitted per seed. This module says
+series' recommended cost moves across seeds when the models are refitted per seed. This module says
 how far the *forecasts* moved in those runs, so the two can be read side by side: a cost that moves
 by 10 % on forecasts that moved by 0.1 % is a selection that follows noise, not a model that does.
 

@@ -79,7 +79,7 @@ def config_path() -> str | None:
 def allowed_configs() -> list[str]:
     """The configs a new run may use: the dashboard's ``--config`` and the ``*.yaml``/``*.yml``
     files directly in its ``--config-dir``, as absolute paths. Nothing else on the server
-    can be named from the browser (issue 15: no arbitrary server paths)."""
+    can be named from the browser (no arbitrary server paths)."""
     out = []
     if config_path():
         out.append(str(Path(config_path()).resolve()))
@@ -272,7 +272,7 @@ def run_caption(ctx: RunCtx, rep: "Report") -> None:
 
 def most_at_stake(rep: "Report") -> str | None:
     """The series with the highest recommended (else baseline) cost in USD: the one a
-    page opens on (issue 15: never on the smallest or weakest series by name)."""
+    page opens on (never on the smallest or weakest series by name)."""
     def cost(s: "SeriesReport") -> float:
         for m in (s.recommended, s.baseline):
             v = m.cost_usd

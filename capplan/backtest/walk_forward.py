@@ -15,7 +15,7 @@ Walking forward
     weeks ``1 .. k`` (all of them; or the last ``tune_weeks`` of them: 1 is the plan's own
     7-day tuning window) and every policy is replayed on week ``k + 1``
     (:func:`optimizer.search.tuning.evaluate_policy`): the recommendation (searched, or the
-    baseline or a peer when it beat the search on the tuning weeks), the seeds' baseline,
+    baseline or a peer when it beat the search on the tuning weeks), the baseline (the rules of thumb),
     each peer (:mod:`optimizer.rivals.peers`: reactive, naive conformal), and the
     perfect-foresight limit of that week (:mod:`optimizer.rivals.perfect_foresight`); regret = cost / limit.
     The random search is left out (it is never recommended; the plan reports it beside).

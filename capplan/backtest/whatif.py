@@ -95,7 +95,7 @@ class WhatIf:
         return m, self._frame(s["provisioned"])
 
     def baseline(self) -> tuple[Metrics, pd.DataFrame]:
-        """The seeds' rules of thumb on the same window."""
+        """The rules of thumb (the baseline) on the same window."""
         m, s = self._replay().baseline(self.inp)
         return m, self._frame(s["provisioned"])
 

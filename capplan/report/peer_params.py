@@ -1,5 +1,5 @@
 """The parameters of a policy that a report names but does not parametrise: the peers
-(:mod:`optimizer.rivals.peers`) and the seeds' baseline.
+(:mod:`optimizer.rivals.peers`) and the baseline (the rules of thumb).
 
 When a peer or the baseline is recommended instead of the searched policy, the report's
 ``recommended`` figures are that policy's, while ``recommended.params`` stay the searched
@@ -38,7 +38,7 @@ def policy_parameters(name: str, report_entry: dict | None = None, baseline: dic
     if name == "searched":
         return dict(entry.get("params") or {})
     if name == "baseline":
-        return {"rule": "the seeds' baseline (current capacity and HPA settings)", **(baseline or {})}
+        return {"rule": "the baseline: the rules of thumb (current capacity and HPA settings)", **(baseline or {})}
     if isinstance(entry.get("params"), dict) and entry["params"]:
         return {"rule": PEERS[name].description if name in PEERS else name, **entry["params"]}
     if name not in PEERS:

@@ -14,7 +14,7 @@ Sources of the thresholds:
   highly available workloads is at least 2 replicas with a PodDisruptionBudget
   (kubernetes.io, "Specifying a Disruption Budget for your Application").
 * ``target_utilization`` >= 0.9: demand that grows faster than the scale-up delay
-  (metrics lag + cold start) can use only the 1 - target headroom; the seeds' rule of
+  (metrics lag + cold start) can use only the 1 - target headroom; the baseline's rule of
   thumb scales at 0.7 and common HPA targets are 0.5-0.8.
 * scale-down ``stabilizationWindowSeconds`` 0: Kubernetes' default for scale-down is 300 s
   (HorizontalPodAutoscaler behavior); 0 lets replicas flap with every dip.
@@ -54,8 +54,8 @@ def _high_target(plan: dict, params: dict) -> str | None:
     if t is None or t < LIMITS["target_utilization"]:
         return None
     return (f"risk: a {100 * t:.0f} % utilisation target leaves {100 * (1 - t):.0f} % headroom while the autoscaler "
-            "reacts (metrics lag + cold start); a burst faster than that is unmet. The seeds scale at 70 %; narrow "
-            "plan.inference_bounds.target_utilization to lower it")
+            "reacts (metrics lag + cold start); a burst faster than that is unmet. The rules of thumb scale at 70 %; "
+            "narrow plan.inference_bounds.target_utilization to lower it")
 
 
 def _no_scale_down_window(plan: dict, params: dict) -> str | None:

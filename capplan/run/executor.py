@@ -88,7 +88,7 @@ def single_threaded_tensorflow() -> bool:
 
 @contextmanager
 def private_keras_seeds(seed: int):
-    """Within the block, Keras draws the seeds of unseeded initializers and seed generators
+    """Within the block, Keras draws seeds for unseeded initializers and seed generators
     from its own ``random.Random(seed)`` instead of Python's process-wide ``random``.
 
     Why: Keras (``keras.src.random.seed_generator``) draws them from the ``random``

@@ -20,7 +20,7 @@ Defaults (configurable under ``prices:`` in ``capplan.yaml``):
 * Reserved: 0.60 x on-demand, the order of a 1-year no-upfront Compute
   Savings Plan / reserved-instance discount on the same page family
   (aws.amazon.com/savingsplans/compute-pricing/).
-* Spot: 0.40 x on-demand — the seeds' rule of thumb "spot saves about 60 %".
+* Spot: 0.40 x on-demand — the rule of thumb "spot saves about 60 %".
 * What can be bought (:mod:`optimizer.book.purchase`), per GPU model:
 
   - spot availability, ``spot_cap_gpus`` / ``spot_cap_share``: no cap by default, because the cap

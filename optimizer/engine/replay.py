@@ -21,7 +21,7 @@ Training pools (:func:`replay_training`, vectorised with numpy)
       newsvendor ratio's effective spot price assumes (:mod:`optimizer.training.newsvendor`),
       and the perfect-foresight limit pays its expected cost (:mod:`optimizer.rivals.perfect_foresight`);
       ``recovery`` (a bare :class:`ReplayInput`'s default) holds the GPU out of
-      capacity for ``recovery_s`` (the seeds: 30 min of checkpoint recovery)
+      capacity for ``recovery_s`` (the rules of thumb: 30 min of checkpoint recovery)
       with no replacement and no cost;
     * demand above capacity is unmet (GPU-hours); with ``queue_unmet`` it is
       carried to later intervals (Lindley recursion).
@@ -304,7 +304,7 @@ def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
 def replay_threshold(inp: ReplayInput, floor: np.ndarray, up: float = 0.7, down: float = 0.3,
                      cold_start_s: int = 90, max_replicas: int = 10_000, metrics_lag_s: int = 60
                      ) -> tuple[Metrics, dict]:
-    """Replay the seeds' threshold rule: scale up when utilisation > ``up``
+    """Replay the baseline's threshold rule: scale up when utilisation > ``up``
     (to ``ceil(demand / up)``), down when < ``down`` (to ``ceil(demand / down)``),
     never below ``floor[t]`` (replicas)."""
 

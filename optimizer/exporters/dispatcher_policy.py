@@ -21,7 +21,7 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
   GPU- or replica-hours), with the purchase ``mix`` (``reserved``, ``spot``, ``onDemand``:
   ``gpuHours``, ``costUsd``) and ``spotRefusedGpuHours``; the file's header comments list each
   series' mix and say which training pools are planned all on spot, and why;
-* ``baselineLevels``: what the seeds' rules of thumb would set from the last
+* ``baselineLevels``: what the rules of thumb would set from the last
   day of history (:mod:`optimizer.plan.history_levels`);
 * ``forecastVersion``, ``validFrom``, ``fallbacks``.
 

@@ -62,7 +62,7 @@ def behavior(p: InferenceParams) -> dict:
 
 
 #: Kubernetes' default HPA behaviour (docs, "Configurable scaling behavior", "Default Behavior"):
-#: what a baseline HPA without a ``behavior`` section uses. The seeds' rules of thumb set no
+#: what a baseline HPA without a ``behavior`` section uses. The rules of thumb (the baseline) set no
 #: windows or rates of their own.
 K8S_DEFAULT_BEHAVIOR = {"scaleUp": "0 s window, +100 % or +4 pods per 15 s",
                         "scaleDown": "300 s window, -100 % per 15 s"}

@@ -1,4 +1,4 @@
-"""PriorityClass objects (``scheduling.k8s.io/v1``) for the seeds' preemption tiers.
+"""PriorityClass objects (``scheduling.k8s.io/v1``) for three preemption tiers.
 
 Kubernetes docs "Pod Priority and Preemption": a pending pod may preempt pods
 of lower priority unless its class says ``preemptionPolicy: Never``; values

@@ -28,7 +28,7 @@ Inference services (replicas; :class:`optimizer.plan.policy.InferenceParams`): t
 target, pre-scaling windows for the forecast peaks and the replicas to hold when the metric source fails
 (:mod:`optimizer.inference.prescale`).
 
-Both carry ``baseline``: what the seeds' rules of thumb would set from the last day of history
+Both carry ``baseline``: what the rules of thumb would set from the last day of history
 (:func:`optimizer.plan.history_levels.baseline_levels`), quoted next to the tuned numbers in the manifests.
 """
 

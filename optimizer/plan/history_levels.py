@@ -3,7 +3,7 @@
 * :func:`last_nonzero_peak`: the peak of the last day with any demand, the
   Volcano ``capability`` of a pool whose forecast is all zero when its quota is
   unknown (a hard cap of 0 would block the pool's next job).
-* :func:`baseline_levels`: what the seeds' rules of thumb
+* :func:`baseline_levels`: what the rules of thumb
   (:mod:`optimizer.rivals.baseline`) would set from the day before the plan, so that
   each tuned number in a manifest can be shown next to the baseline's:
   training capacity ``ceil(1.2 x peak)`` with ``ceil(0.3 x capacity)``

@@ -39,7 +39,7 @@ class TrainingParams(BaseModel):
       ``max(0, ceil(topup_headroom * max of the forecast's topup_quantile over
       the hour) - reserved - daily GPUs)``, from the latest forecast issued
       before the hour; ``topup_quantile = "none"`` disables the layer (the
-      policy of the seeds' lead times: week and day only); ``c80``/``c90``/``c95``
+      baseline's lead times: week and day only); ``c80``/``c90``/``c95``
       use the fresh p50 plus the 80/90/95 % quantile of its recent errors instead
       of a forecast quantile (:mod:`optimizer.training.calibrated`), ``a95`` the quantile of them
       adapted hour by hour to cover 95 % of intervals (:mod:`optimizer.training.adaptive`); ``n95`` the last observed

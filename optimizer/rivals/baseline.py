@@ -1,4 +1,4 @@
-"""The seeds' rules of thumb, turned into replayable policies that know only the past.
+"""The rules of thumb of enterprise GPU planning guides, turned into replayable policies that know only the past.
 
 * **Training reserve = request x 1.2.** "Request" is the peak demand (GPUs)
   observed over the 24 hours before each day; capacity for the day is

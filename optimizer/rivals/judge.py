@@ -1,6 +1,6 @@
 """When a rival (the baseline or a peer) has beaten the searched policy on the tuning window.
 
-"Never worse than the status quo" (issue 12, :mod:`optimizer.search.tuning`): a rival
+"Never worse than the status quo" (:mod:`optimizer.search.tuning`): a rival
 that beats the searched policy on the tuning window is recommended instead.
 A tuning window is one week, seven days of demand; a rival that is cheaper by
 what one day happened to bring has not shown that it is cheaper. On an idle

@@ -1,7 +1,7 @@
 """Peer policies: what a careful engineer would set up without capplan.
 
 Each peer is replayed with the same replay, timing and price book as the
-recommended policy and the seeds' baseline (:mod:`optimizer.engine.replay`,
+recommended policy and the baseline (:mod:`optimizer.engine.replay`,
 :mod:`optimizer.book.prices`), on the same window; a recommendation is only worth
 making if it beats them. Registry: :data:`PEERS` (name -> :class:`Peer`).
 

@@ -9,7 +9,7 @@ baseline policies on the evaluation window, which the search never saw.
 
 :class:`PolicyReplay` is the one place that dispatches on the series' kind:
 training pools replay with :func:`optimizer.engine.replay.replay_training` and the
-seeds' training baseline, inference services with
+training baseline (the rules of thumb), inference services with
 :func:`optimizer.engine.replay.replay_inference` and the inference baseline; both
 with the peer policies (:mod:`optimizer.rivals.peers`) and the perfect-foresight
 limit (:mod:`optimizer.rivals.perfect_foresight`).

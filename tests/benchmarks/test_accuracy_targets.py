@@ -1,4 +1,4 @@
-"""The accuracy targets are read from a backtest document as the issue states them."""
+"""The accuracy targets (benchmarks.accuracy_targets) are read from a backtest document as its docstring states them."""
 
 from benchmarks.accuracy_targets import targets
 

@@ -1,4 +1,4 @@
-"""Bad and awkward input through the real forecasting stage (issue 4): every case gives
+"""Bad and awkward input through the real forecasting stage: every case gives
 finite, non-negative 7-day forecasts, and short series get a stated fallback."""
 
 from __future__ import annotations

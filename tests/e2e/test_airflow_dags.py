@@ -1,4 +1,4 @@
-"""The Airflow DAGs (issue 8), tested with Airflow itself.
+"""The Airflow DAGs, tested with Airflow itself.
 
 * The DagBag of ``airflow_dags/`` imports without errors, cheaply, and each
   DAG's schedule and catchup are as specified.

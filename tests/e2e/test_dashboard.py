@@ -1,4 +1,4 @@
-"""The Streamlit dashboard (issue 7): AppTest per page on a real fixture run, the
+"""The Streamlit dashboard: AppTest per page on a real fixture run, the
 ``capplan dashboard`` command, and a real headless-Chromium pass over every page.
 
 The fixture run is the session's one real plan (``plan_run`` in ``tests/conftest.py``:

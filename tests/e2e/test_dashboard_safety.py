@@ -1,4 +1,4 @@
-"""Issue 15, the dashboard: the New-run config box offers only the dashboard's configs, errors never
+"""The dashboard's safety: the New-run config box offers only the dashboard's configs, errors never
 show file content, no temporary run folder is left behind, pages open on the series with the most
 at stake, and scores on too few points are marked. Same AppTest style as tests/e2e/test_dashboard.py,
 on its session fixture run."""

@@ -74,7 +74,7 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
                 assert m in s[k], (sid, k, m)
             assert 0.0 <= s[k]["coverage"] <= 1.0 and 0.0 <= s[k]["idle_ratio"] <= 1.0
         assert "params" in s["recommended"]
-        # the perfect-foresight limit and every policy's regret against it (issue 12)
+        # the perfect-foresight limit and every policy's regret against it
         peers = {"reactive", "naive_conformal"} | ({"empirical"} if s["kind"] == "training" else set())
         assert s["oracle"]["cost_usd"] >= 0 and set(s["peers"]) == peers
         for k, m in {"baseline": s["baseline"], "recommended": s["recommended"], **s["peers"]}.items():
@@ -90,7 +90,7 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
         w = report["series"][sid]["evaluation_window"]
         assert g["timestamp"].min() == pd.Timestamp(w[0]) and g["timestamp"].max() == pd.Timestamp(w[1])
         assert g["provisioned_baseline"].notna().all() and g["provisioned_recommended"].notna().all()
-    # the 1-minute Azure trace is replayed per minute, not as 5-minute maxima (issue 12)
+    # the 1-minute Azure trace is replayed per minute, not as 5-minute maxima
     az = rp[rp["series_id"] == "infer/azure-llm-conv"]
     assert len(az) and (az["timestamp"].diff().dropna() == pd.Timedelta("1min")).all()
 

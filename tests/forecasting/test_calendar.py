@@ -1,4 +1,4 @@
-"""China's calendar (issue 13): every day of every official window 2019-2027, named, with
+"""China's calendar: every day of every official window 2019-2027, named, with
 make-up workdays; and Prophet's holiday effects aligned to the series' local days.
 
 Expected values are typed from the State Council General Office's annual notices

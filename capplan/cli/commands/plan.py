@@ -239,7 +239,7 @@ def register(app: typer.Typer) -> None:
     ):
         """Forecast, tune and export: writes policy.yaml, crds/, manifests/, forecasts.parquet and report.json.
 
-        Every figure is computed on an evaluation window the search never saw, next to the seeds'
+        Every figure is computed on an evaluation window the search never saw, next to the
         rules of thumb (training reserve = 1.2 x the last 24 h peak, 30 % reserved and the rest spot; inference = 1.5 x
         peak, scale at 70 %/30 %).
 

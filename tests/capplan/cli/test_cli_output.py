@@ -1,4 +1,4 @@
-"""CLI output that reads well anywhere (issue 16, items 11-16)."""
+"""CLI output that reads well anywhere."""
 
 from __future__ import annotations
 

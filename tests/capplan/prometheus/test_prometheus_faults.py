@@ -1,4 +1,4 @@
-"""Issue 15, Prometheus pulls: stale samples, peaks between steps, exported_* labels, 200 answers
+"""Prometheus pulls: stale samples, peaks between steps, exported_* labels, 200 answers
 with bad content, slow servers and credentials echoed back. A real Prometheus 2.x for the query
 semantics, small fake HTTP servers on 127.0.0.1 for the faults."""
 

@@ -149,7 +149,7 @@ def test_help_at_80_columns_wraps_whole_words(cmd, capsys, monkeypatch):
     if cmd == "plan":  # long tokens stay whole; sentences are not broken at the source's line ends
         flat = " ".join(out.split())
         assert "timestamp,series_id,value[,kind,unit])" in flat
-        assert "next to the seeds' rules of thumb" in flat
+        assert "next to the rules of thumb" in flat
         assert re.search(r"--quick\s+A first look", out)
 
 

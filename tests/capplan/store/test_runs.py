@@ -1,4 +1,4 @@
-"""Issue 15, runs: unique ids, stale temporaries cleaned, LATEST never behind --out after a kill,
+"""Runs: unique ids, stale temporaries cleaned, LATEST never behind --out after a kill,
 and runs limited by --series (or written elsewhere) do not replace the fleet's plan unless --publish."""
 
 from __future__ import annotations

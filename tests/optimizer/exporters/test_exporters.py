@@ -1,8 +1,8 @@
-"""Manifest writers, validation and lint rules (issue 6).
+"""Manifest writers, validation and lint rules.
 
 Every test asserts an outcome that could fail: the written files pass the
 Kubernetes/CRD/DispatcherPolicy schemas and the lint rules, and each lint
-rule fires on a concrete bad example (the seeds' GPU Resource HPA among them).
+rule fires on a concrete bad example (a planning guide's GPU Resource HPA among them).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def inference(sid="infer/llm-chat") -> SeriesPlan:
 
 PLANS = [training(), inference()]
 
-SEEDS_HPA = {  # the seeds' example: schema-valid, but GPU is not a Resource metric
+SEEDS_HPA = {  # a planning guide's example: schema-valid, but GPU is not a Resource metric
     "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
     "metadata": {"name": "llm-chat", "namespace": "default"},
     "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "llm-chat"},
@@ -199,7 +199,7 @@ def test_kubernetes_validate_strict_works_offline(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     hpa = copy.deepcopy(SEEDS_HPA)
-    assert validate_object(hpa, "x.yaml") == []  # the seeds' HPA passes the schema: lint must catch it
+    assert validate_object(hpa, "x.yaml") == []  # that HPA passes the schema: lint must catch it
     hpa["spec"]["bogusField"] = 1
     (p,) = validate_object(hpa, "x.yaml")
     assert p.rule == "schema:kubernetes" and "bogusField" in p.message
@@ -415,7 +415,7 @@ def test_capplan_validation_file_statuses(tmp_path):
     assert st.pop("report.json") == "not checked"  # a data file, skipped by the validator
     assert set(st.values()) == {"valid"} and "policy.yaml" in st
 
-    # a hand-added seeds HPA: its own lint finding makes it invalid; the kustomization's
+    # a hand-added GPU Resource HPA: its own lint finding makes it invalid; the kustomization's
     # "not listed" finding is a cross-file rule and leaves kustomization.yaml valid
     (out / "manifests" / "seeds-hpa.yaml").write_text(yaml.safe_dump(SEEDS_HPA))
     probs = validate_folder(out)

@@ -1,4 +1,4 @@
-"""Manifests a platform engineer can apply as-is (issue 16, items 1-10).
+"""Manifests a platform engineer can apply as-is.
 
 Each test stands for one kind of fault and checks the value that is right.
 """
@@ -79,7 +79,8 @@ def test_validate_flags_cron_end_not_after_start_and_windows_over_a_day(tmp_path
         (p,) = lint_object("so.yaml", so)
         assert (p.rule, p.path) == ("cron-trigger", "spec.triggers[1].metadata.end") and words in p.message
     so = copy.deepcopy(good)
-    so["spec"]["triggers"][1]["metadata"].update(start="40 19 * * 4", end="39 19 * * 4")  # issue 16's week
+    # a weekly window that wraps round
+    so["spec"]["triggers"][1]["metadata"].update(start="40 19 * * 4", end="39 19 * * 4")
     f.write_text(yaml.safe_dump(so))
     capsys.readouterr()
     assert _cli(["export", "--validate", str(tmp_path)]) == 2
