@@ -10,6 +10,8 @@ One module per target, each registered by name in :data:`WRITERS`
 * ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
 * ``volcano`` (:mod:`.volcano`) — a Queue per training pool;
 * ``priorityclass`` (:mod:`.priorityclass`) — the preemption tiers;
+* ``kueue`` (:mod:`.kueue`) — ResourceFlavors, a ClusterQueue and LocalQueue per team in one cohort (or a Volcano
+  Queue per team), when a fleet quota is given (``fleet=``);
 
 plus ``manifests/kustomization.yaml`` (:mod:`.kustomization`) listing the set.
 
@@ -38,7 +40,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizer.exporters import adapter, crd, dispatcher_policy, hpa, keda, priorityclass, volcano  # noqa: F401  (registration)
+from optimizer.exporters import (  # noqa: F401  (registration)
+    adapter,
+    crd,
+    dispatcher_policy,
+    hpa,
+    keda,
+    kueue,
+    priorityclass,
+    volcano,
+)
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.kustomization import PATH as kustomization_path
 from optimizer.exporters.kustomization import kustomization
@@ -68,8 +79,9 @@ def is_own_file(root: Path, rel: str) -> bool:
         return False
 
 
-def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
-    """``relative path -> YAML text`` of every file, without writing.
+def render_all(plans: list[SeriesPlan], settings=None, fleet=None) -> dict[str, str]:
+    """``relative path -> YAML text`` of every file, without writing. ``fleet``: an optional
+    :class:`optimizer.exporters.kueue.FleetQuota` whose Kueue objects are written too.
 
     Raises
     ------
@@ -79,7 +91,7 @@ def render_all(plans: list[SeriesPlan], settings=None) -> dict[str, str]:
     s = coerce(settings)
     # the values policy.yaml shows (rounded for reading), so that a re-render from it gives the same files
     plans = [p.model_copy(update={"params": human(p.params), "plan": human(p.plan)}) for p in plans]
-    ctx = Context.build(plans, s)
+    ctx = Context.build(plans, s, fleet)
     docs: list[Doc] = []
     for name in ORDER:
         docs += WRITERS[name](plans, ctx)
@@ -112,9 +124,9 @@ def schemas_dir(settings: ExportSettings) -> Path:
     return Path(settings.schemas_dir) if settings.schemas_dir else default_schemas_dir()
 
 
-def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Path]:
+def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None, fleet=None) -> list[Path]:
     """Write ``policy.yaml``, ``manifests/``, ``adapter/`` and ``alternatives/`` under ``out_dir``
-    and validate them. Returns the written paths.
+    and validate them (``fleet``: as for :func:`render_all`). Returns the written paths.
 
     ``out_dir`` should be a temporary folder that the caller renames into place
     (the pipeline does, via ``capplan.store.atomic.replace_dir``).
@@ -127,7 +139,7 @@ def write_all(plans: list[SeriesPlan], out_dir: Path, settings=None) -> list[Pat
     """
     s = coerce(settings)
     out_dir = Path(out_dir)
-    files = render_all(plans, s)
+    files = render_all(plans, s, fleet)
     paths = []
     for rel, text in files.items():
         p = out_dir / rel

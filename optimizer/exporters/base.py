@@ -31,14 +31,16 @@ class Doc:
 
 @dataclass
 class Context:
-    """What every writer gets besides the plans."""
+    """What every writer gets besides the plans: the settings, the object names, and the fleet's quotas
+    (an :class:`optimizer.exporters.kueue.FleetQuota`, or None) for the Kueue writer."""
 
     settings: ExportSettings
     names: dict[str, str]
+    fleet: object | None = None
 
     @classmethod
-    def build(cls, plans: list[SeriesPlan], settings: ExportSettings) -> "Context":
-        return cls(settings, assign_names([p.series_id for p in plans]))
+    def build(cls, plans: list[SeriesPlan], settings: ExportSettings, fleet: object | None = None) -> "Context":
+        return cls(settings, assign_names([p.series_id for p in plans]), fleet)
 
     def target(self, plan: SeriesPlan) -> TargetSettings:
         """The workload of an inference series, defaults filled in."""

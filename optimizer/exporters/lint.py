@@ -34,6 +34,13 @@
   ``capplan.io/capability-above-quota: "true"``; deserved >= min(GPUs the plan buys (``capplan.io/planned-gpus``),
   capability) (source: :mod:`.volcano`)
 * ``kustomization-resources``: every listed resource exists, every manifest in the folder is listed
+* ``kueue-quota-bounds``: a ClusterQueue's ``lendingLimit`` <= its ``nominalQuota``; ``borrowingLimit`` only with a
+  cohort (``cohortName``, v1beta1 ``cohort``); ``flavorFungibility.preference`` only when both policies are
+  ``TryNextFlavor`` (source: Kueue ClusterQueue API ``v1beta2``, its CEL rules and webhook)
+* ``kueue-quota-capacity``: per ResourceFlavor that records its capacity (annotation ``capplan.io/capacity-gpus``), no
+  ClusterQueue's ``nominalQuota`` of that flavor exceeds it, nor does the sum of the ``nominalQuota`` of the
+  ClusterQueues of one cohort (GPU resources: names ending ``gpu``); checked over all files given, since flavors and
+  ClusterQueues are cluster-scoped (source: :mod:`.kueue`)
 """
 
 from __future__ import annotations
@@ -48,7 +55,9 @@ from optimizer.exporters.policy_fields import param_problems
 from optimizer.exporters.problem import YAML_SUFFIXES, Problem
 
 CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding",
-                  "CustomResourceDefinition"}
+                  "CustomResourceDefinition", "ResourceFlavor", "ClusterQueue", "Cohort"}
+KUEUE_GROUP = "kueue.x-k8s.io/"
+CAPACITY_ANNOTATION = "capplan.io/capacity-gpus"  # written by optimizer.exporters.kueue on each ResourceFlavor
 
 
 def _queue_quota(file: str, o: dict, res: str, dv, cv, out: list[Problem]) -> None:
@@ -119,6 +128,79 @@ def lint_object(file: str, o: dict) -> list[Problem]:
         _queue(file, o, out)
     elif kind == "DispatcherPolicy":
         _policy_params(file, o, out)
+    elif kind == "ClusterQueue" and str(o.get("apiVersion", "")).startswith(KUEUE_GROUP):
+        _cluster_queue_bounds(file, o, out)
+    return out
+
+
+def _quotas(o: dict):
+    """``(path, flavor, resource, resource entry)`` of each quota of a ClusterQueue."""
+    spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+    for i, rg in enumerate(spec.get("resourceGroups") or []):
+        for j, fl in enumerate(rg.get("flavors") or [] if isinstance(rg, dict) else []):
+            for k, r in enumerate(fl.get("resources") or [] if isinstance(fl, dict) else []):
+                if isinstance(r, dict):
+                    yield f"spec.resourceGroups[{i}].flavors[{j}].resources[{k}]", fl.get("name"), r.get("name"), r
+
+
+def _cluster_queue_bounds(file: str, o: dict, out: list[Problem]) -> None:
+    """Rule ``kueue-quota-bounds``."""
+    spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+    cohort = spec.get("cohortName") or spec.get("cohort")
+    for path, flavor, res, r in _quotas(o):
+        nominal, lending = number(r.get("nominalQuota")), number(r.get("lendingLimit"))
+        if nominal is not None and lending is not None and lending > nominal:
+            out.append(Problem(file, f"{path}.lendingLimit", "kueue-quota-bounds",
+                               f"lendingLimit {lending:g} of {res} in flavor {flavor} is above its nominalQuota "
+                               f"{nominal:g}"))
+        if "borrowingLimit" in r and not cohort:
+            out.append(Problem(file, f"{path}.borrowingLimit", "kueue-quota-bounds",
+                               "borrowingLimit must be unset when the ClusterQueue is in no cohort"))
+    ff = spec.get("flavorFungibility") if isinstance(spec.get("flavorFungibility"), dict) else {}
+    if "preference" in ff and not (ff.get("whenCanBorrow") == ff.get("whenCanPreempt") == "TryNextFlavor"):
+        out.append(Problem(file, "spec.flavorFungibility.preference", "kueue-quota-bounds",
+                           "preference can only be set when whenCanBorrow and whenCanPreempt are both TryNextFlavor"))
+
+
+def _is_kueue(o, kind: str) -> bool:
+    return (isinstance(o, dict) and o.get("kind") == kind and str(o.get("apiVersion", "")).startswith(KUEUE_GROUP)
+            and isinstance(o.get("metadata"), dict))
+
+
+def _kueue_capacity(items: list[tuple[str, dict]]) -> list[Problem]:
+    """Rule ``kueue-quota-capacity`` over every file given (flavors and ClusterQueues are cluster-scoped)."""
+    capacity: dict[str, float] = {}
+    for _, o in items:
+        if _is_kueue(o, "ResourceFlavor"):
+            cap = number((o["metadata"].get("annotations") or {}).get(CAPACITY_ANNOTATION))
+            if cap is not None:
+                capacity[str(o["metadata"].get("name"))] = cap
+    out: list[Problem] = []
+    held: dict[tuple, list[tuple[str, str, str, float]]] = defaultdict(list)  # (cohort, flavor, resource) -> quotas
+    for f, o in items:
+        if not _is_kueue(o, "ClusterQueue"):
+            continue
+        spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
+        cohort = spec.get("cohortName") or spec.get("cohort")
+        for path, flavor, res, r in _quotas(o):
+            nominal = number(r.get("nominalQuota"))
+            if flavor not in capacity or nominal is None or not str(res).endswith("gpu"):
+                continue
+            if nominal > capacity[flavor]:
+                out.append(Problem(f, f"{path}.nominalQuota", "kueue-quota-capacity",
+                                   f"nominalQuota {nominal:g} of {res} in flavor {flavor} is above the flavor's "
+                                   f"capacity of {capacity[flavor]:g} GPUs ({CAPACITY_ANNOTATION})"))
+            if cohort:
+                held[(cohort, flavor, res)].append((f, path, str(o["metadata"].get("name")), nominal))
+    for (cohort, flavor, res), quotas in sorted(held.items()):
+        total = sum(q[3] for q in quotas)
+        if total > capacity[flavor] and len(quotas) > 1:
+            parts = ", ".join(f"{n}: {q:g}" for _, _, n, q in quotas)
+            for f, path, _, q in quotas:
+                if q > 0:
+                    out.append(Problem(f, f"{path}.nominalQuota", "kueue-quota-capacity",
+                                       f"the ClusterQueues of cohort {cohort} hold {total:g} nominal {res} in flavor "
+                                       f"{flavor} ({parts}), above its capacity of {capacity[flavor]:g} GPUs"))
     return out
 
 
@@ -136,6 +218,7 @@ def lint(items: list[tuple[str, dict]], root: Path | None = None) -> list[Proble
     out: list[Problem] = []
     for f, o in items:
         out += lint_object(f, o)
+    out += _kueue_capacity(items)
     by_dir: dict[str, list[tuple[str, dict]]] = defaultdict(list)
     for f, o in items:
         by_dir[f.split("#")[0].rpartition("/")[0]].append((f, o))

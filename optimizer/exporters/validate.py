@@ -3,7 +3,7 @@
 * Built-in kinds (HorizontalPodAutoscaler, PriorityClass, ...) are checked with
   ``kubernetes-validate`` in **strict** mode (unknown fields are errors), using
   the schemas it ships (offline).
-* KEDA (``keda.sh``) and Volcano (``scheduling.volcano.sh``) objects are
+* KEDA (``keda.sh``), Volcano (``scheduling.volcano.sh``) and Kueue (``kueue.x-k8s.io``) objects are
   checked with ``jsonschema`` against the CRDs in ``schemas/`` (see
   ``schemas/README.md``), made strict the way the API server prunes unknown
   fields: ``additionalProperties: false`` wherever a CRD lists ``properties``
@@ -35,6 +35,9 @@ SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("keda.sh", "TriggerAuthentication"): "keda.sh_triggerauthentications.yaml",
     ("scheduling.volcano.sh", "Queue"): "scheduling.volcano.sh_queues.yaml",
+    ("kueue.x-k8s.io", "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
+    ("kueue.x-k8s.io", "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
+    ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
     ("capplan.io", "DispatcherPolicy"): "capplan.io_dispatcherpolicies.yaml",  # generated, optimizer.exporters.crd
 }
 POLICY_SCHEMA = "dispatcherpolicy.schema.json"
