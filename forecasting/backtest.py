@@ -1,4 +1,4 @@
-"""Rolling-origin evaluation with no look-ahead (DESIGN.md "Evaluation protocol").
+"""Rolling-origin evaluation with no look-ahead (docs/method.md, "Evaluation protocol (no leakage)").
 
 Windows
     Each series' span is split into *training* | *tuning* | *evaluation*
@@ -227,7 +227,7 @@ def score(actual5: pd.Series, forecasts: pd.DataFrame, scale: float, window: tup
     Returns ``{band: {"mase", "smape", "pinball", "coverage_p95",
     "idle_ratio_p95", "n"}}`` with band ``1h``, ``24h``, ``7d`` or ``all``.
     ``idle_ratio_p95`` is the idle ratio of provisioning exactly the forecast
-    ``p95`` (DESIGN.md: ``sum(max(p95 - demand, 0)) / sum(p95)``), the
+    ``p95`` (the idle ratio of docs/method.md's vocabulary: ``sum(max(p95 - demand, 0)) / sum(p95)``), the
     price of ``coverage_p95``.
     """
     f = forecasts[(forecasts["timestamp"] >= window[0]) & (forecasts["timestamp"] <= window[1])

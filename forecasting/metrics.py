@@ -1,4 +1,4 @@
-"""Forecast accuracy metrics (DESIGN.md "Vocabulary").
+"""Forecast accuracy metrics (docs/method.md, "Vocabulary").
 
 * MASE — Hyndman & Koehler (2006), "Another look at measures of forecast
   accuracy": MAE of the forecast divided by the in-sample MAE of the
@@ -75,7 +75,7 @@ def coverage(actual: np.ndarray, upper: np.ndarray) -> float:
 def idle_ratio(actual: np.ndarray, provisioned: np.ndarray) -> float:
     """Idle ratio of provisioning ``provisioned`` against ``actual`` demand (same unit):
     ``sum(max(provisioned - actual, 0)) / sum(provisioned)`` over rows where both
-    are known (DESIGN.md vocabulary; 0 when nothing is provisioned)."""
+    are known (docs/method.md, "Vocabulary"; 0 when nothing is provisioned)."""
     a, p = np.asarray(actual, dtype="float64"), np.asarray(provisioned, dtype="float64")
     ok = np.isfinite(a) & np.isfinite(p)
     tot = p[ok].sum()

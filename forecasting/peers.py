@@ -5,8 +5,8 @@ origins and lead caps (:func:`forecasting.backtest.lead_cap`) as the tiers, on
 the 5-minute grid:
 
 * ``naive_conformal`` — the last observed value plus the rolling 7-day
-  empirical quantiles of the change over the lead time (DESIGN.md "peer
-  policies"): for lead ``k`` steps the quantiles of ``y[s] - y[s - k]`` over
+  empirical quantiles of the change over the lead time (docs/method.md, "Vocabulary":
+  peer policies): for lead ``k`` steps the quantiles of ``y[s] - y[s - k]`` over
   the targets ``s`` of the trailing window (every third one, for speed: the
   change over ``k`` steps is smooth in ``s``);
 * ``autoets`` — statsforecast's ``AutoETS`` (Hyndman et al. 2008 model
@@ -35,7 +35,7 @@ from forecasting.types import FORECAST_COLUMNS, QCOLS, QUANTILES, STEP, STEPS_PE
 
 PEERS = ("naive_conformal", "autoets")
 CONFORMAL_WINDOW = pd.Timedelta("7D")
-ETS_SEASON = STEPS_PER_DAY  # one day (DESIGN.md: MASE's season)
+ETS_SEASON = STEPS_PER_DAY  # one day (MASE's season, docs/method.md "Vocabulary")
 ETS_TRAIN = pd.Timedelta("14D")
 ETS_REFIT = pd.Timedelta("7D")
 #: error, trend and season of AutoETS's candidates: any error and trend, no season (module docstring)

@@ -1,7 +1,7 @@
 """Plan-forecast fits that reuse the model registry: fit a tier on all history,
 or load the model saved by an earlier run while it is fresh for the tier's cadence.
 
-Cadences (DESIGN.md, tier table): ``hourly`` refits every run (its parameters
+Cadences (the tier table of docs/method.md, "Vocabulary"): ``hourly`` refits every run (its parameters
 are still saved, for the record); ``daily`` (the global LSTM) is reused for
 24 h and ``weekly`` (Prophet, per series) for 7 d, when the saved model covers
 the same series and no newer data than the registry's freshness rule allows

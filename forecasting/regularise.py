@@ -1,6 +1,6 @@
 """Stage 1: put every series on a fixed, sorted grid.
 
-Rules (DESIGN.md "Data contracts"):
+Rules (docs/method.md, "Data contracts"):
 
 * exact duplicate rows are dropped; conflicting duplicates (same series and
   timestamp, different values) are aggregated with ``max`` — a capacity planner

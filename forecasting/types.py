@@ -1,4 +1,4 @@
-"""Data contracts shared by every stage (see DESIGN.md, "Data contracts").
+"""Data contracts shared by every stage (see docs/method.md, "Data contracts").
 
 History frame
     columns ``series_id`` (str), ``timestamp`` (``datetime64[ns, UTC]``),
@@ -21,7 +21,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 STEP = pd.Timedelta("5min")
-"""The grid every series is regularised to (DESIGN.md: 5-minute history); forecasts and replays use it."""
+"""The grid every series is regularised to (docs/method.md: 5-minute history); forecasts and replays use it."""
 STEP_S = int(STEP.total_seconds())
 """:data:`STEP` in seconds (300)."""
 STEPS_PER_DAY = int(pd.Timedelta("1D") / STEP)

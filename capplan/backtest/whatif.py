@@ -1,6 +1,6 @@
 """What-if replays on a stored run (the dashboard's What-if page).
 
-The dashboard imports ``capplan`` only (DESIGN.md layering), so this module is
+The dashboard imports ``capplan`` only (README, "Layout"), so this module is
 its door to the replay simulator. It rebuilds, from a run folder, the same
 replay input the pipeline used for the **evaluation window** — demand from
 ``history.parquet`` and the combined rolling forecasts from ``backtest.parquet``,

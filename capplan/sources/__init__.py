@@ -7,7 +7,7 @@ Forms:
 * ``parquet:PATH`` — the same columns in Parquet;
 * ``store`` — the local store that ``capplan ingest`` fills (the config's ``store``).
 
-Each returns ``LoadedHistory``: a tidy history frame (DESIGN.md data contract),
+Each returns ``LoadedHistory``: a tidy history frame (docs/method.md, "Data contracts"),
 the per-series metadata and notes on what was assumed
 (:mod:`capplan.sources.history`).
 """

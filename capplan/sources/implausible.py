@@ -13,7 +13,7 @@ A value is **implausible** when it is
   no cluster holds a billion GPUs or replicas, so a series of uniformly huge
   values (every one ``1e300``) is a unit fault too.
 
-Implausible values become **missing** (NaN, a gap: DESIGN.md's "NaN marks a
+Implausible values become **missing** (NaN, a gap: docs/method.md's "NaN marks a
 missing point, never demand") and a note per series says how many and the
 first one (row and value), so the report records the fallback. They are never
 clipped to a bound, which would invent demand.

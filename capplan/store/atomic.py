@@ -1,5 +1,5 @@
 """Atomic writes: a failed run never leaves a half-written file or folder in
-place of a good one (DESIGN.md "Store").
+place of a good one (docs/method.md, "Data contracts").
 
 * :func:`write_bytes` / :func:`write_parquet` write a temporary file in the
   same folder, ``fsync`` it and ``os.replace`` it onto the target (atomic on

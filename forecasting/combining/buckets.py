@@ -18,7 +18,7 @@ BANDS: dict[str, tuple[pd.Timedelta, pd.Timedelta]] = {
     "24h": (pd.Timedelta("1h"), pd.Timedelta("24h")),
     "7d": (pd.Timedelta("24h"), pd.Timedelta("7D")),
 }
-#: the tier built for each band (DESIGN.md tier table)
+#: the tier built for each band (the tier table of docs/method.md, "Vocabulary")
 OWNER = {"1h": "hourly", "24h": "daily", "7d": "weekly"}
 
 

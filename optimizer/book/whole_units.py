@@ -1,6 +1,6 @@
 """Whole GPUs from continuous forecast levels, when the demand itself counts whole GPUs.
 
-A training pool's demand is running + pending GPUs (DESIGN.md, "demand"): a
+A training pool's demand is running + pending GPUs (docs/method.md, "Vocabulary": demand): a
 count. For an integer-valued demand ``D`` and any level ``x >= 0``,
 ``P(D <= x) = P(D <= floor(x))``, so the ``q``-quantile of ``D`` is itself a
 whole number. The forecasters are continuous, though, and smear the mass of

@@ -3,7 +3,7 @@
 :func:`replay_input` turns a history slice and the combined rolling-origin
 forecasts into the :class:`optimizer.engine.replay_core.ReplayInput` the simulator steps
 through. Decision inputs come only from forecasts issued before each decision
-(DESIGN.md, "Replay simulator"):
+(docs/method.md, "Replay simulator"):
 
 * training pools: per week the mean, per day and per hour the maximum of the
   latest forecast issued before the period starts

@@ -41,7 +41,7 @@ timeline of step ``i`` (covering ``[t_i, t_i + step)``):
                       forecast issued before ``t_i - metrics_lag_s``
     t_i ...           a new replica is paid from ``t_i`` (it is starting) and
                       serves from step ``i + ceil(cold_start_s / step)`` on
-                      (DESIGN.md: 90 s node cold start), whole steps only
+                      (docs/method.md: 90 s node cold start), whole steps only
     t_i               removed replicas stop serving and stop being paid at once
                       (starting ones are removed first)
 
@@ -50,7 +50,7 @@ timeline of step ``i`` (covering ``[t_i, t_i + step)``):
       optional predicted-demand metric for pre-scaling (the HPA takes the larger);
     * every replica, ready or starting, is paid at the on-demand price.
 
-Metrics (DESIGN.md vocabulary), over intervals with known demand:
+Metrics (docs/method.md, "Vocabulary"), over intervals with known demand:
 coverage = share of intervals with provisioned >= demand (also per day of the
 window, ``daily_coverage``); idle ratio =
 sum(max(provisioned - demand, 0)) / sum(provisioned); unmet = sum(max(demand -

@@ -43,7 +43,8 @@ def predictive_quantile(p: InferenceParams) -> str:
 
 
 def predictive_lead_s(cold_start_s: int = 90, metrics_lag_s: int = 60) -> int:
-    """The served metric's lead (seconds): the cold start plus the metrics lag (DESIGN.md: 90 s + 60 s)."""
+    """The served metric's lead (seconds): the cold start plus the metrics lag (defaults 90 s + 60 s,
+    docs/method.md "Replay simulator")."""
     return int(cold_start_s) + int(metrics_lag_s)
 
 

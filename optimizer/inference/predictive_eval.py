@@ -17,7 +17,7 @@ two pre-scaling rules; :data:`TARGETS` x :data:`HEADROOM_QUANTILES` x :data:`LEV
 ``lookahead``), the rest of the policy (bounds, behaviour) from ``base``. Its setting is
 chosen on the **tuning** window (the cheapest whose coverage reaches ``coverage_target``, else the
 highest coverage) and scored on the **evaluation** window, which selection never sees
-(DESIGN.md's evaluation protocol). :func:`frontier` scores every setting of a rule on one window
+(docs/method.md, "Evaluation protocol (no leakage)"). :func:`frontier` scores every setting of a rule on one window
 and keeps the cost/coverage Pareto front: a hindsight measurement of what a rule *could* reach on
 that window, for evidence only, never for choosing a setting.
 """

@@ -24,7 +24,7 @@ from optimizer.search.multiweek import EVIDENCE_WEEKS
 from optimizer.search.noise_ties import NoiseTies
 
 COVERAGE_TARGET = 0.95
-"""The default coverage target: the share of steps with provisioned >= demand a policy must keep (DESIGN.md)."""
+"""The default coverage target: the share of steps with provisioned >= demand a policy must keep (docs/method.md)."""
 
 Quantile = Literal["p50", "p90", "p95", "p99"]
 QuantileOrNone = Literal["none", "p50", "p90", "p95", "p99"]
@@ -157,9 +157,11 @@ class SearchSettings(BaseModel):
     n_calls: int = Field(default=30, ge=4, description="replays of the Gaussian-process search (and of the "
                          "random search beside it) after the grid scan")
     interruption_rate: float = Field(default=0.01, ge=0, description="spot interruptions per spot GPU-hour")
-    recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (seeds: 30 min)")
-    cold_start_s: int = Field(default=90, ge=0, le=3600, description="node cold start (seeds: 90 s; at most an hour, "
-                              "as the metrics lag: beyond that an autoscaler cannot follow demand at all)")
+    recovery_s: int = Field(default=1800, ge=0, description="checkpoint recovery per interruption (rules of "
+                            "thumb: 30 min)")
+    cold_start_s: int = Field(default=90, ge=0, le=3600, description="node cold start (rules of thumb: 90 s; at "
+                              "most an hour, as the metrics lag: beyond that an autoscaler cannot follow demand "
+                              "at all)")
     metrics_lag_s: int = Field(default=60, ge=0, le=3600, description="age of the metrics the HPA acts on: the "
                                "metrics pipeline plus the 15 s sync period (optimizer.engine.replay timeline)")
     spot_outage: Literal["recovery", "replacement"] = Field(

@@ -97,7 +97,7 @@ def test_report_shape_and_same_window_for_baseline_and_recommended(plan_run):
 
 def test_models_the_plan_fitted_record_their_backtest_scores(plan_run, fast_config):
     """Every model the plan fitted records, in its registry metadata, its tier's scores on each
-    series' evaluation window, the report's figures (DESIGN.md: model registry)."""
+    series' evaluation window, the report's figures (docs/method.md, "Data contracts": models)."""
     from forecasting.keys import file_key
 
     _, report, _ = plan_run

@@ -23,7 +23,7 @@ def score(state: PlanState) -> None:
     model of ``fc.rolling`` (e.g. the :func:`peers`) is scored here (:func:`score_series`).
 
     With ``state.record_scores`` each model this run fitted records its scores in the model
-    registry (:func:`forecasting.registry_fit.record_scores`, DESIGN.md: model registry), and the
+    registry (:func:`forecasting.registry_fit.record_scores`, docs/method.md, "Data contracts": models), and the
     registry's warnings go to every series' ledger."""
     prep, fc = state.prep, state.fc
     state.progress("backtest", "scoring rolling-origin forecasts")
