@@ -8,15 +8,16 @@ timestamp, value``; ``value`` = concurrent instances, e.g. replicas or pods, rou
 
 1. each series takes the smallest profile that holds it: compute slices / 7 >= ``share`` and profile memory >=
    ``memory_gb`` (MIG splits a GPU into 7 compute slices and 8 memory slices; NVIDIA MIG user guide,
-   "Supported MIG profiles");
+   "Supported MIG Profiles", docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html);
 2. the peak concurrent demand per profile is the maximum over timestamps of the instances of that profile
    (series summed per timestamp): a static layout must hold each profile's own peak, since a Kubernetes pod asks
    for one profile's resource (``nvidia.com/mig-1g.10gb``, the device plugin's mixed strategy) and instances
    do not move between profiles;
 3. the valid geometries of one GPU are enumerated (:func:`geometries`): sets of instances that can be placed
-   together, by the MIG placement rule of the user guide: a profile of ``s`` memory slices starts at a multiple
-   of ``s``, and its compute slices end by the 7th (so ``2g.10gb`` starts at 0, 2 or 4, ``3g.20gb`` at 0 or 4,
-   ``4g.20gb`` and ``7g.40gb`` at 0), instances never overlapping;
+   together, by the placements the user guide lists per profile (``nvidia-smi mig -lgipp``): a profile of ``s``
+   memory slices starts at a multiple of ``s``, and its compute slices end by the 7th (so on an A100-40GB
+   ``2g.10gb`` starts at 0, 2 or 4, ``3g.20gb`` at 0 or 4, ``4g.20gb`` and ``7g.40gb`` at 0), and instances never
+   share a memory slice (NVML ``nvmlDeviceGetGpuInstancePossiblePlacements``: creation fails on an overlap);
 4. an integer program (``scipy.optimize.milp``, HiGHS) chooses how many GPUs take each geometry: fewest GPUs
    covering every profile's peak, then, at that count, the fewest distinct geometries (simpler operations).
 
