@@ -294,12 +294,18 @@ def place(nodes: pd.DataFrame, pods: pd.DataFrame, mode: Literal["whole", "share
     setting whose ``replicas`` bounds the pods on one GPU in shared mode (default: no bound beyond the shares).
     ``gpu_memory_gb``: per model, GB of memory per GPU (the catalogue's), used with the pods' ``gpu_memory_gb``.
 
-    Raises ``ValueError`` on a bad frame (:func:`check_nodes`, :func:`check_pods`) or an unknown ``mode``.
+    Raises ``ValueError`` on a bad frame (:func:`check_nodes`, :func:`check_pods`), a ``gpu_spec`` naming a model
+    no node has, or an unknown ``mode``.
     """
     if mode not in ("whole", "shared"):
         raise ValueError(f"mode must be 'whole' or 'shared', got {mode!r}")
     nodes, pods = check_nodes(nodes), check_pods(pods)
     models = sorted(nodes["model"].unique())
+    for pod, spec in zip(pods["pod"], pods["gpu_spec"]):
+        unknown = sorted({m for m in spec.split("|") if m} - set(models))
+        if unknown:
+            raise ValueError(f"pod {pod}: gpu_spec names GPU model(s) {unknown} that no node has; the inventory's "
+                             f"models: {', '.join(models)}")
     settings = settings or {}
     replicas = [settings[m].replicas if (mode == "shared" and m in settings) else (1 if mode == "whole" else 10**6)
                 for m in models]

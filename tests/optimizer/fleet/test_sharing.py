@@ -99,6 +99,11 @@ def test_bad_pods_are_named(bad, word):
     assert "p0" in str(e.value)
 
 
+def test_a_model_no_node_has_is_named():
+    with pytest.raises(ValueError, match=r"pod p0: gpu_spec names GPU model\(s\) \['H100'\]"):
+        place(ONE_NODE, _pods((1000, 1, 300, "T4|H100")))
+
+
 def test_shares_by_model_follow_the_type_constraint():
     got = shares_by_model(_pods((1, 1, 300, "A"), (1, 1, 1000, ""), (1, 1, 600, "")), ["A", "B"])
     assert sorted(got["A"].tolist()) == [0.3, 0.6] and got["B"].tolist() == [0.6]
