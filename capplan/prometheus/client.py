@@ -25,6 +25,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import requests
 import tenacity
@@ -42,19 +43,23 @@ class PrometheusError(SourceError):
     """A request failed for good. ``status`` is the HTTP status (None: no response);
     ``bad_input`` is True for 4xx (a bad query or refused credentials): exit code 2."""
 
-    def __init__(self, message: str, status: int | None = None, bad_input: bool | None = None):
+    def __init__(self, message: str, status: int | None = None, bad_input: bool | None = None,
+                 reason: str | None = None):
         super().__init__(message)
         self.status = status
         self.bad_input = (status is not None and 400 <= status < 500 and status != 429) if bad_input is None \
             else bad_input
+        self.reason = reason or message  # the cause alone (no series or query), scrubbed
 
 
 class _Transient(Exception):
-    """A failure worth retrying (timeout, connection error, 5xx, 429)."""
+    """A failure worth retrying (timeout, connection error, 5xx, 429); ``connect``: nothing answered
+    the connection (refused, no route, unknown host)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, connect: bool = False):
         super().__init__(message)
         self.status = status
+        self.connect = connect
 
 
 
@@ -202,9 +207,15 @@ class PrometheusClient:
     header file is unreadable or a header name is not an HTTP token.
     """
 
-    def __init__(self, cfg: PrometheusConfig, env: dict | None = None):
+    def __init__(self, cfg: PrometheusConfig, env: dict | None = None, retry_connect: bool = True,
+                 on_retry: Callable[[str], None] | None = None):
+        """``retry_connect=False``: a connection nothing answers (refused, unknown host) fails at once
+        instead of being retried (an interactive command says so at once); ``on_retry(line)`` is told
+        before each retry's wait (``capplan discover``'s progress)."""
         env = os.environ if env is None else env
         self.cfg = cfg
+        self.retry_connect = retry_connect
+        self.on_retry = on_retry
         self._secrets: list[str] = []
         headers, auth = {}, None
         for name, spec in (cfg.headers or {}).items():
@@ -274,7 +285,7 @@ class PrometheusClient:
                 raise _Transient(f"timed out: no complete answer within timeout_s={self.cfg.timeout_s:g} s") from None
             reason = str(exc.args[0]) if exc.args else ""
             reason = re.sub(r".*\] ", "", reason.split("(Caused by ")[-1]).rstrip(")'\"") if reason else ""
-            raise _Transient(f"cannot connect ({reason or type(exc).__name__})") from None
+            raise _Transient(f"cannot connect ({reason or type(exc).__name__})", connect=True) from None
         status = resp.status_code
         if status != 200:
             text = _prom_error_text(resp.content)
@@ -300,18 +311,28 @@ class PrometheusClient:
         message says which credentials and headers were sent (names, never values).
         """
         what = f"series {series_id}: query {query!r}"
+
+        def told(state: tenacity.RetryCallState) -> None:
+            if self.on_retry is not None:
+                self.on_retry(self.scrub(f"Prometheus at {self.cfg.url}: {state.outcome.exception()}; retry "
+                                         f"{state.attempt_number} of {self.cfg.retries} in "
+                                         f"{state.next_action.sleep:.0f} s"))
+
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self.cfg.retries + 1),
             wait=tenacity.wait_exponential(multiplier=self.cfg.backoff_s, min=self.cfg.backoff_s, max=30),
-            retry=tenacity.retry_if_exception_type(_Transient), reraise=True)
+            retry=tenacity.retry_if_exception(
+                lambda e: isinstance(e, _Transient) and (self.retry_connect or not e.connect)),
+            before_sleep=told, reraise=True)
         try:
             for attempt in retrying:
                 with attempt:
                     return self._once(query, start_s, end_s, step_s)
         except _Transient as exc:
+            n = retrying.statistics.get("attempt_number", self.cfg.retries + 1)
             raise PrometheusError(self.scrub(
-                f"{what}: Prometheus at {self.cfg.url} failed after {self.cfg.retries + 1} attempt(s): {exc}"),
-                exc.status) from None
+                f"{what}: Prometheus at {self.cfg.url} failed after {n} attempt(s): {exc}"),
+                exc.status, reason=self.scrub(str(exc))) from None
         except PrometheusError as exc:
             if exc.status is None:
                 msg = f"{what}: Prometheus at {self.cfg.url}: {exc}"
@@ -320,5 +341,7 @@ class PrometheusClient:
                        f"sent: {self._auth_hint}")
             else:
                 msg = f"{what}: Prometheus at {self.cfg.url} rejected the request (HTTP {exc.status}): {exc}"
-            raise PrometheusError(self.scrub(msg), exc.status, exc.bad_input) from None
+            raise PrometheusError(self.scrub(msg), exc.status, exc.bad_input,
+                                  reason=self.scrub(msg.split(f"Prometheus at {self.cfg.url}", 1)[-1].lstrip(": "))
+                                  ) from None
         raise AssertionError("unreachable")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -53,8 +54,11 @@ class Found:
     kueue: dict[str, float] = field(default_factory=dict)
 
 
-def _instant(client: PrometheusClient, query: str, at: int, what: str) -> list[tuple[dict, float]]:
-    """(labels, value) of ``query`` at ``at`` (a one-point query_range, so every engine answers alike)."""
+def _instant(client: PrometheusClient, query: str, at: int, what: str,
+             told: Callable[[str], None] = lambda line: None) -> list[tuple[dict, float]]:
+    """(labels, value) of ``query`` at ``at`` (a one-point query_range, so every engine answers alike);
+    ``told`` gets a progress line first."""
+    told(f"discover: asking {client.cfg.url} for {what}")
     out = []
     for r in check_result(client.query_range(query, at, at, 60, series_id=what), f"discover {what}: {query!r}"):
         vals = [float(v[1]) for v in r.get("values", [])]
@@ -63,22 +67,25 @@ def _instant(client: PrometheusClient, query: str, at: int, what: str) -> list[t
     return out
 
 
-def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int = 60) -> Found:
+def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int = 60,
+             progress: Callable[[str], None] | None = None) -> Found:
     """Namespaces, Volcano queues and Kueue ClusterQueues with GPU demand in ``(at - lookback_s, at]``
-    (epoch seconds). Raises PrometheusError when the store refuses a query."""
+    (epoch seconds); ``progress(line)`` is told before each query. Raises PrometheusError when the
+    store refuses a query or does not answer (after the client's retries)."""
     w, lb = f"{scrape_s}s", f"{lookback_s}s"
     found = Found()
-    for lab, v in _instant(client, _NS_Q.format(w=w, lb=lb), at, "namespaces"):
+    told = progress or (lambda line: None)
+    for lab, v in _instant(client, _NS_Q.format(w=w, lb=lb), at, "namespaces", told):
         if v > 0 and lab.get("namespace"):
             found.namespaces.setdefault(lab["namespace"], {})[lab.get("resource", "nvidia_com_gpu")] = \
                 v * mig_share(lab.get("resource", ""), 7)
-    for lab, v in _instant(client, _VQ.format(w=w, lb=lb), at, "volcano queues"):
+    for lab, v in _instant(client, _VQ.format(w=w, lb=lb), at, "volcano queues", told):
         if v > 0 and lab.get("queue_name"):
             found.volcano[lab["queue_name"]] = max(v, found.volcano.get(lab["queue_name"], 0.0))
-    for lab, v in _instant(client, _KQ.format(w=w, lb=lb), at, "kueue clusterqueues"):
+    for lab, v in _instant(client, _KQ.format(w=w, lb=lb), at, "kueue clusterqueues", told):
         if lab.get("cluster_queue"):
             found.kueue[lab["cluster_queue"]] = max(v, found.kueue.get(lab["cluster_queue"], 0.0))
-    for lab, v in _instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads"):
+    for lab, v in _instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads", told):
         if v > 0 and lab.get("cluster_queue"):
             found.kueue.setdefault(lab["cluster_queue"], 0.0)
     return found

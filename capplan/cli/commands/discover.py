@@ -13,11 +13,11 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from capplan.cli.commands.output import Format, render
-from capplan.cli.console import out
+from capplan.cli.console import err, out
 from capplan.config.prometheus import PrometheusConfig, parse_duration
 from capplan.config.yaml_bounds import describe
-from capplan.errors import InputError
-from capplan.prometheus.client import PrometheusClient
+from capplan.errors import InputError, SourceError
+from capplan.prometheus.client import PrometheusClient, PrometheusError
 from capplan.prometheus.discover import check_out, discover, dump, header_env, starter_config
 from capplan.sources.prometheus import to_epoch
 from capplan.store import atomic
@@ -52,28 +52,52 @@ def register(app: typer.Typer) -> None:
         at: Optional[str] = typer.Option(None, "--at", help="ISO 8601 end of the lookback (default: now)."),
         scrape_interval: str = typer.Option("1m", "--scrape-interval", help="The exporters' scrape interval."),
         fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
+        timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds each query may take, answer "
+                                      "included, before it counts as failed."),
+        retries: int = typer.Option(2, "--retries", min=0, max=20, help="Retries of a query that timed out or got "
+                                    "HTTP 5xx/429 (waits 1 s, then 2 s, ...); a connection refused fails at once."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
         """Find what to plan: GPU namespaces, Volcano queues and Kueue ClusterQueues with demand in the
         last --lookback, with their peak GPUs; write a starter config that `capplan ingest` and
-        `capplan plan` take without edits.
+        `capplan plan` take without edits. Each query and retry is reported on stderr as it starts.
 
-        Exit codes: 0 found something and wrote --out; 2 bad input, refused credentials or nothing found;
-        1 the store unreachable or failing."""
+        Exit codes: 0 found something and wrote --out; 2 bad input, refused credentials (HTTP 401/403) or
+        another 4xx, or nothing found; 1 the store unreachable (refused, unknown host) or failing (timeouts,
+        5xx after --retries). Every failure is one `error:` line naming the URL and the cause."""
         headers = parse_headers(header)
         env = dict(os.environ)
         env.update({header_env(k): v for k, v in headers.items()})
         try:
             cfg = PrometheusConfig.model_validate({"url": prometheus_url, "scrape_interval": scrape_interval,
-                                                   "headers": {k: {"env": header_env(k)} for k in headers}})
+                                                   "headers": {k: {"env": header_env(k)} for k in headers},
+                                                   "timeout_s": timeout, "retries": retries})
         except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
             raise InputError(f"--prometheus-url/--header: {describe(exc.errors()[0], None)}") from None
         check_store_url(store, "--store")  # no secret in the URL the written config names
         check_out(out_file, force)  # before any query: a hand-written config is never replaced
-        lb = parse_duration(lookback)
-        end = to_epoch(at, "--at") if at else int(time.time())
-        client = PrometheusClient(cfg, env=env)
         try:
-            found = discover(client, end, lb, parse_duration(scrape_interval))
+            lb = parse_duration(lookback)
+        except ValueError as exc:
+            raise InputError(f"--lookback: {exc}") from None
+        end = to_epoch(at, "--at") if at else int(time.time())
+
+        def progress(line: str) -> None:
+            if not quiet:
+                err.print(line, highlight=False, markup=False)
+
+        client = PrometheusClient(cfg, env=env, retry_connect=False, on_retry=progress)
+        try:
+            found = discover(client, end, lb, parse_duration(scrape_interval), progress=progress)
+        except PrometheusError as exc:  # one line: the URL and the cause (never the query or a secret)
+            line = f"Prometheus at {cfg.url}: {exc.reason}"
+            if exc.bad_input:
+                raise InputError(line) from None
+            typer.echo(f"error: {line}", err=True)
+            raise typer.Exit(1) from None
+        except SourceError as exc:  # an answer that is not what a Prometheus API sends
+            typer.echo(f"error: Prometheus at {cfg.url}: {exc}", err=True)
+            raise typer.Exit(1) from None
         finally:
             client.close()
         doc = {"namespaces": found.namespaces, "volcano_queues": found.volcano, "kueue_cluster_queues": found.kueue,
