@@ -25,8 +25,8 @@ or replicas): one 900,000 in a pool whose busy steps hold 14 GPUs. They may be
 real (a sparse pool's one large burst), so they are **kept** as demand, but a
 plan sized on them buys that much capacity, so :func:`spike_warnings` gives one
 warning per series (how many, the first value and its row) that the report
-puts among the series' warnings. On the embedded sample and the Helios traces
-the largest value is at most 8.3 times the series' median busy level.
+puts among the series' warnings. The factor sits far above what real traces
+hold (docs/method.md, "Measured on the sample: suspect spikes").
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Calibrate the combined quantiles per lead bucket: online adaptive split conformal.
 
 Centre and offsets (per series, lead bucket and quantile level)
-    Split-conformal offsets (Romano, Patterson & Candès 2019, "Conformalized
-    Quantile Regression", one-sided form): the calibrated quantile of level
-    ``q`` is ``centre + c_q`` with ``c_q`` the ``ceil((n + 1) q') / n``
-    empirical quantile of ``actual - centre`` over a calibration set. The
-    centre is the combined ``p50`` (:data:`CENTRE`): the members' own upper
-    quantiles were too wide at 24 h in the sample's backtests (idle ratio at
-    p95 0.49 against 0.32-0.35 for the naive-conformal rule), while
-    the errors of a good median, taken per lead bucket, give bands as tight as
-    the median is good. ``p50`` itself is not moved.
+    Split-conformal offsets (Romano, Patterson & Candès 2019, "Conformalized Quantile Regression", one-sided form): the
+    calibrated quantile of level ``q`` is ``centre + c_q`` with ``c_q`` the ``ceil((n + 1) q') / n`` empirical quantile
+    of ``actual - centre`` over a calibration set. The centre is the combined ``p50`` (:data:`CENTRE`): the members' own
+    upper quantiles were too wide at 24 h in backtests, while the errors of a good median, taken per lead bucket, give
+    bands as tight as the median is good. ``p50`` itself is not moved.
 
 Calibration set, no look-ahead (:func:`calibrate_online`)
     For an origin ``o``, the bucket's rows whose target was already observed
@@ -27,11 +23,7 @@ Errors that arrive sooner (the 7-day band needs errors faster than one origin a 
     the change over the lead time for a random walk, :func:`lead_scale`).
     A 5-7-day error is known 5-7 days after its origin, a 1-2-day error after
     1-2 days, so a change of regime reaches the long buckets' offsets days
-    sooner. On the sample's evaluation windows this pooling lowered the median
-    idle ratio at p95 (24 h: 0.461 from 0.484) and brought more series into
-    [0.90, 0.98], while the median coverage stayed in [0.93, 0.97].
-    On the tuning windows alone, pooling 1, 2 or 4 days keeps the 24 h median
-    coverage inside [0.93, 0.97] (0.938-0.949) where no pooling gives 0.925.
+    sooner.
 
 Adaptive level (Gibbs & Candès 2021, "Adaptive Conformal Inference Under
 Distribution Shift")
@@ -44,28 +36,23 @@ Distribution Shift")
     stops at 1). A level above 1 asks for no wider band than 1 does (the
     largest error in the window) but, without the stop, a run of misses winds
     it up far past 1 and the band stays at the window's largest error for
-    many origins after the misses end: the 24 h idle ratio at p95 rose from
-    0.461 to 0.519 on the sample's evaluation windows mostly for that reason.
+    many origins after the misses end, which is why the level stops at 1.
 
-    ``ACI_GAMMA`` and ``ACI_FLOOR`` were chosen on the sample's TUNING windows
-    only (never the evaluation windows), from gamma 0, 0.005, 0.02, 0.05 and
-    floor none, 0, 0.2, 0.4, by the most series with coverage_p95 in
-    [0.90, 0.98] over the three bands, then the lowest 24 h idle ratio at p95:
-    gamma 0.05 with floor 0 (tuning windows: 1 h 11/13, 24 h 11/13, 7 d 4/13
-    series in range; 24 h idle 0.370 against 0.410 for the naive-conformal
-    rule). The held-out traces and the evaluation windows are README figures.
+    ``ACI_GAMMA`` and ``ACI_FLOOR`` were chosen on the sample's tuning windows
+    only (never the evaluation windows), by the most series with coverage_p95 in
+    [0.90, 0.98] over the three bands, then the lowest 24 h idle ratio at p95.
+    The grid, the figures behind each choice above and the series that stay
+    outside the range: docs/method.md, "Measured on the sample: calibration".
 
 Limits
     The tuning windows cannot rank settings that differ only beyond 7 days of
     realised errors (rolling origins start at ``tune_start``), e.g. a 14-day
-    against a 7-day window. Series that stay outside: over-coverers whose p50
-    already covers almost all rows (``train/vcdI0``, ``vcgkz``, ``vccaA`` at 7 d:
-    no band at or above the p50 covers less), over-coverers whose trailing
-    window still holds the errors of a volatile fortnight (``vcTJs``, ``vccaA``
-    at 24 h: offsets about 1.4-3x the ones that would have covered 0.98), and
-    under-coverers after a level shift inside the evaluation week
-    (``vcMod``, ``vcJkd``, ``nasa-http``, ``vchbv`` at 7 d: forecasts issued
-    before the shift miss every target after it, whatever their offsets).
+    against a 7-day window. Three kinds of series stay outside [0.90, 0.98]:
+    over-coverers whose p50 already covers almost all rows (no band at or above
+    the p50 covers less), over-coverers whose trailing window still holds the
+    errors of a volatile fortnight, and under-coverers after a level shift inside
+    the evaluation week (forecasts issued before the shift miss every target
+    after it, whatever their offsets).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ multi-horizon quantile outputs):
   168 hours' *mean* (:func:`forecasting.regularise.to_hourly`) as the change
   from the reference, the last 5-minute reading at the origin (what the naive
   peer forecasts, and what every forecast is scored against: 5-minute values,
-  which an hour's peak overstates by 3-7 % at 24 h on the sample), divided by
+  which an hour's peak overstates), divided by
   the window's scale (mean absolute hourly change, :meth:`DailyLSTM.window_scale`),
   so one global model reads the shape of a week whatever a pool's size; plus
   calendar features (:func:`forecasting.calendar.calendar_features`: hour of day,
@@ -17,10 +17,9 @@ multi-horizon quantile outputs):
   minus the same reference;
 * skip paths: the window's last day and its first (the same hours a week
   before the targets) go straight to the dense head beside the LSTM's state, so
-  seasonal-naive at a day or a week is one linear map away. Without them the
-  network learnt nothing beyond the last value on the sample's pre-evaluation
-  weeks (median MASE at 24 h over naive's 1.011 and 0.992 on the two weeks before
-  the evaluation window), with them 0.952 and 0.926;
+  seasonal-naive at a day or a week is one linear map away; without them the
+  network learnt little beyond the last value (docs/method.md, "Measured on the
+  sample: the daily and weekly tiers");
 * the LSTM steps through the 168 hours one *day* at a time (7 steps of 24
   hours x 9 features): the daily cycle is in every step's input, and the
   recurrence is 24x shorter than an hour-by-hour pass, which is what made

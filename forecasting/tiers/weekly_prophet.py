@@ -15,13 +15,11 @@
   (:meth:`WeeklyProphet._holdout_shrink`): 0 and 0 is naive. The bands keep the
   width of Prophet's predictive samples around that median.
 * ``growth="flat"`` and ``seasonality_mode="additive"`` by default (``"auto"``:
-  multiplicative when the series is strictly positive). Chosen on the two weeks
-  before the sample's evaluation windows (median MASE at 7 d over seasonal-naive's,
-  first / second week): unanchored Prophet on the hourly peak
-  about 2.2 on the second; the last reading plus Prophet's change, linear trend,
-  additive 1.23 / 1.58 (multiplicative 1.61 / 1.58); with the held-out ``b_shape``
-  only 0.99 / 1.04; with ``b_shape`` and ``b_level``, linear 1.01 / 0.99, flat
-  0.99 / 0.93.
+  multiplicative when the series is strictly positive), with the anchoring on
+  the last reading and both held-out weights: chosen on the two weeks before the
+  sample's evaluation windows, by the median MASE at 7 d over seasonal-naive's
+  (the variants compared and their figures: docs/method.md, "Measured on the
+  sample: the daily and weekly tiers").
 * ``ds`` is passed as naive *local* wall-clock ``datetime64[ns]`` in the
   series' timezone (tz-aware or ms-precision columns break Prophet), so that
   holiday dates, which are local days, start at local midnight and daily

@@ -1,12 +1,10 @@
 """The incumbent of a training pool: a calibrated rule that the search must beat by more than the days' noise.
 
-A tuning window is one week. Ranked on it, thousands of scanned policies are mostly told apart
-by what that week happened to bring: on the embedded sample the policy the search picked on
-the tuning week cost more on the evaluation week than one fixed rule with no tuned parameter,
-and which seed drew the forecasts moved the pick (benchmarks/RESULTS.md, ``capacity``,
-``capacity-sets``). So a training pool starts from a rule whose every level is set by the price
-book and the forecast's own realised errors, in GPUs, and the searched policy replaces it only
-with evidence:
+A tuning window is one week. Ranked on it, thousands of scanned policies are mostly told apart by what that week
+happened to bring: a policy picked on the tuning week can cost more on the evaluation week than one fixed rule with no
+tuned parameter, and which seed drew the forecasts can move the pick (docs/method.md, "Measured on the sample: the
+incumbent rule"). So a training pool starts from a rule whose every level is set by the price book and the forecast's
+own realised errors, in GPUs, and the searched policy replaces it only with evidence:
 
 * **The rule** (:data:`INCUMBENT_RULE`): no weekly reservation; the day's level on spot is the
   calibrated daily level at the spot critical ratio (``daily_rule="calibrated"``,
@@ -14,16 +12,14 @@ with evidence:
   ``a95`` (:mod:`optimizer.training.adaptive`), whose error quantile moves hour by hour so that the rule's
   capacity covers the coverage target (0.95) of the intervals. There is no headroom, and nothing
   is chosen from the tuning week.
-* **Under a book that caps spot** (:func:`optimizer.training.committed.basis` is ``spot_cap``) the rule also
-  reserves, per week, the GPUs the cap refuses at the weekly forecast's median level
-  (:data:`CAPPED_RESERVATION`: ``reservation_basis="spot_cap"``, ratio 1, ``quantile`` p50). Without
-  it the rule buys every refused GPU on demand, at 1.0 x, where a reservation costs 0.60 x: under a
-  50 % share cap its tuning-week cost on the sample's pools was up to 1.4 times the same rule's with
-  the reservation. Ratio 1 is the newsvendor level of :mod:`optimizer.training.committed` for a demand flat at
-  the weekly level; the search's :data:`optimizer.training.committed.CAP_LEVELS` try the others. A book where
-  a reservation is cheaper than spot (basis ``forecast``) leaves the rule as above: there the
-  newsvendor level depends on how far below spot the reservation is, which no fixed ratio holds,
-  and the search's reservation levels must beat the rule.
+* **Under a book that caps spot** (:func:`optimizer.training.committed.basis` is ``spot_cap``) the rule also reserves,
+  per week, the GPUs the cap refuses at the weekly forecast's median level (:data:`CAPPED_RESERVATION`:
+  ``reservation_basis="spot_cap"``, ratio 1, ``quantile`` p50). Without it the rule buys every refused GPU on demand, at
+  1.0 x, where a reservation costs 0.60 x. Ratio 1 is the newsvendor level of :mod:`optimizer.training.committed` for a
+  demand flat at the weekly level; the search's :data:`optimizer.training.committed.CAP_LEVELS` try the others. A book
+  where a reservation is cheaper than spot (basis ``forecast``) leaves the rule as above: there the newsvendor level
+  depends on how far below spot the reservation is, which no fixed ratio holds, and the search's reservation levels must
+  beat the rule.
 * **The challenge, day by day.** Each day of the tuning week is one demand scenario, charged its own
   cost and its share of the week's coverage penalty at the plain coverage target, on the week's
   coverage plus one standard error of its days and shared by the days' misses
@@ -31,13 +27,11 @@ with evidence:
   daily objectives total less than the rule's by more than the paired t-test's margin of the two
   (:func:`optimizer.rivals.judge.paired_margin`, Student's t with 6 degrees of freedom for 7 days). The
   rivals (baseline, peers) are then judged against the policy kept by the same test
-  (:func:`optimizer.rivals.judge.days_totals`). On the window objective one day of misses decided alone:
-  the rule's penalty for a day at 0.84 coverage was twice its cost, and a policy that one tuning week
-  favoured replaced it, so which seed drew the forecasts decided which pools flipped (fleet regret
-  1.157 to 1.192 over seeds 0-4), and the search's stricter tuning target (0.96, ``lcb``) charged a
-  rule that aims at 0.95 on most weeks. Judged day by day at the plain target, that day is one
-  scenario in seven, and the rule, which adapts after its misses (:mod:`optimizer.training.adaptive`), is kept
-  until it loses steadily (benchmarks/RESULTS.md, ``capacity-sets``).
+  (:func:`optimizer.rivals.judge.days_totals`). On the window objective one day of misses could decide
+  alone, so which seed drew the forecasts decided which pools flipped, and the search's stricter tuning
+  target (``lcb``) charged a rule that aims at the plain target on most weeks. Judged day by day at the
+  plain target, that day is one scenario in seven, and the rule, which adapts after its misses
+  (:mod:`optimizer.training.adaptive`), is kept until it loses steadily.
 
 Setting ``plan.training_incumbent`` (``calibrated``, the default, or ``none``: the searched
 policy as before). The rule is also left out when the training bounds do not allow the

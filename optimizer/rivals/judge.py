@@ -3,10 +3,10 @@
 "Never worse than the status quo" (:mod:`optimizer.search.tuning`): a rival
 that beats the searched policy on the tuning window is recommended instead.
 A tuning window is one week, seven days of demand; a rival that is cheaper by
-what one day happened to bring has not shown that it is cheaper. On an idle
-tuning week (``train/vcJkd``: demand in 2 of 168 hours) the naive-conformal peer
-was cheaper by one on-demand GPU-hour, all of it on one day, and was then
-recommended for a busy evaluation week at 2.7x the perfect-foresight limit.
+what one day happened to bring has not shown that it is cheaper: on an idle
+tuning week a peer cheaper by one on-demand GPU-hour, all of it on one day, would
+otherwise be recommended for whatever week comes next (docs/method.md, "Measured
+on the sample: rivals and intermittent windows").
 
 **Rule (a paired comparison over the days).** Each day of the tuning window is
 one demand scenario (as :func:`optimizer.search.policy_search.daily_regret_score` treats
@@ -24,8 +24,8 @@ Beside the calibrated rule (:mod:`optimizer.rivals.incumbent`) the differences a
 daily objectives, each day's cost plus its share of the week's coverage penalty (:func:`days_totals`), so a rival
 that covered one more day does not win on that day alone either, and the critical value is Student's
 t with ``n - 1`` degrees of freedom (1.943 for 7 days), as the paired t-test has it for so few days
-(Montgomery, section 2.5.1). The cost-only margin above keeps :data:`Z`: its figures were measured
-with it, and it applies where the rule is not used (``plan.training_incumbent: none``, narrowed bounds).
+(Montgomery, section 2.5.1). The cost-only margin above keeps :data:`Z`: the benchmarks' figures were
+made with it, and it applies where the rule is not used (``plan.training_incumbent: none``, narrowed bounds).
 
 The tuning (:mod:`optimizer.search.tuning`) applies it to training pools under the
 default ``cost`` objective only. :func:`rival_margin` is 0, leaving the plain

@@ -35,15 +35,12 @@ regret there over the best's), and the chosen policy's week-to-week regret sprea
 
 With one week of evidence (a short history) the score ranks as the ``cost`` objective does.
 
-**Measured, and why it is not the default.** On the embedded sample (two weeks of evidence,
-``evidence_weeks: 2``, ``selection_score: weekly``) the fleet regret rose from 1.214 to 1.296:
-the worst week was nearly always the earlier one, whose forecasts were made with a week less
-of training data (e.g. ``train/vcMod`` 1.75 against 1.35 in the later week), so the minimax
-bought for forecast errors the evaluation week no longer has (coverage 0.99 where 0.95 was
-asked). The walk-forward check itself showed the one-week ranking to be unstable (Spearman
-0.5-0.8 between the two weeks; on ``train/vc6YE`` the first week's pick cost 3.4 x the second
-week's best), so the evidence is reported; a rule that weighs each week by how like the
-evaluation week its forecasts are is the open question.
+**Why it is not the default.** The worst week tends to be the earlier one, whose forecasts were
+made with a week less of training data, so the minimax buys for forecast errors the evaluation week
+no longer has; and the walk-forward check shows the one-week ranking to be unstable between weeks.
+So the evidence is reported; a rule that weighs each week by how like the evaluation week its
+forecasts are is the open question (the figures: docs/method.md, "Measured on the sample: selection
+on every week of evidence").
 Inference services keep the cost objective on their tuning window (their replays carry no
 daily costs to split by week).
 """

@@ -31,18 +31,17 @@ note).
 
 **Refinement.** The search starts from the best policy of a deterministic scan of the cost-optimal layers
 (:func:`optimizer.search.policy_search.grid_scan`; for inference services without a grid, the best of the anchors);
-``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered the tuning objective below it, and it
-is kept only above :data:`REFINE_MIN` (3 %) of it, and never on a tuning window shorter than a day
-(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note says so). For the same reason an
-inference service with such a tuning window is searched in the HPA family only: the ``lookahead`` family
-(:mod:`optimizer.inference.lookahead`) learns its headroom from the service's own errors, and on the 20-minute window of
-``infer/azure-llm-conv`` its scan picked a 30-minute level that cost more than the reactive peer on the evaluation
-window (a note says so). The scan picks its policy by the worst objective of it and its grid neighbours, so the
-refinement's point is judged the same way before it may replace it
-(:func:`optimizer.search.policy_search.neighbour_objective`;
-``tuning["gp_neighbour_objective"]`` against ``tuning["anchor_neighbour_objective"]``, also by at least
-:data:`REFINE_MIN`): a point on a narrow ridge, which a slightly different forecast or seed would push off, does not
-displace a policy in a flat region. Without this, which seed found such a ridge decided the plan.
+``tuning["refinement_usd"]`` is how much the Gaussian-process search lowered the tuning objective below it, and it is
+kept only above :data:`REFINE_MIN` (3 %) of it, and never on a tuning window shorter than a day
+(:data:`REFINE_MIN_WINDOW_S`: too few steps to tell a gain from noise; a note says so). For the same reason an inference
+service with such a tuning window is searched in the HPA family only: the ``lookahead`` family
+(:mod:`optimizer.inference.lookahead`) learns its headroom from the service's own errors, which a window of minutes does
+not hold (a note says so; docs/method.md, "Measured on the sample: short tuning windows"). The scan picks its policy by
+the worst objective of it and its grid neighbours, so the refinement's point is judged the same way before it may
+replace it (:func:`optimizer.search.policy_search.neighbour_objective`; ``tuning["gp_neighbour_objective"]`` against
+``tuning["anchor_neighbour_objective"]``, also by at least :data:`REFINE_MIN`): a point on a narrow ridge, which a
+slightly different forecast or seed would push off, does not displace a policy in a flat region. Without this, which
+seed found such a ridge decided the plan.
 **Incumbent.** A training pool's searched policy is recommended only when it beats the calibrated
 rule of :mod:`optimizer.rivals.incumbent` on the tuning window by more than the days' noise (setting
 ``plan.training_incumbent``); the rivals are then judged against the policy kept, by the same paired

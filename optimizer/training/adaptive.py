@@ -42,28 +42,24 @@ long-run coverage error, ``(max(beta_1, 1 - beta_1) + GAMMA) / (GAMMA x T)``, is
 after four weeks of hours. Hours that fall back (fewer than a day of errors) use p90, as the fixed
 levels, and do not update ``beta``.
 
-**Why a smooth update.** With the indicator and the order statistic (``method="higher"``), ``beta``'s path
-jumps: a p50 that moves by a tenth of a GPU flips one hour's whole-GPU coverage, ``beta`` moves by
-``GAMMA / 12``, the level moves to another order statistic of the errors (several GPUs apart in their
-tail), and the paths never meet again. On the sample, forecasts refitted with another seed (combined p50
-0.06 % apart) moved the rule's top-up margin on ``train/vcLJZ`` from 0.1-0.4 GPUs to 4 GPUs a day, and its
-evaluation-week cost by 6.8 %. With the ramp and the interpolated quantile the level is continuous in the
-forecast, and ACI's feedback (more coverage, lower ``beta``) damps a difference instead of keeping it: the
-same seeds moved that pool's cost by 2.6 %. The ramp is centred, so over hours whose levels fall anywhere
-within a GPU it counts what the indicator counts on average, and the long-run coverage stays at the target
-(``tests/optimizer/training/test_adaptive.py``).
+**Why a smooth update.** With the indicator and the order statistic (``method="higher"``), ``beta``'s path jumps: a p50
+that moves by a tenth of a GPU flips one hour's whole-GPU coverage, ``beta`` moves by ``GAMMA / 12``, the level moves to
+another order statistic of the errors (several GPUs apart in their tail), and the paths never meet again: forecasts
+refitted with another seed, nearly equal, could move a pool's top-up margin by GPUs a day. With the ramp and the
+interpolated quantile the level is continuous in the forecast, and ACI's feedback (more coverage, lower ``beta``) damps
+a difference instead of keeping it (the figures: docs/method.md, "Measured on the sample: the adaptive top-up"). The
+ramp is centred, so over hours whose levels fall anywhere within a GPU it counts what the indicator counts on average,
+and the long-run coverage stays at the target (``tests/optimizer/training/test_adaptive.py``).
 
 **Why cheap cover.** ACI holds the long-run share, not each week's: over calm hours ``beta`` falls, and
-the week after can miss (a synthetic flat pool of 3,300 GPUs, ``benchmarks.earth_pool``, covered 0.87
-of its evaluation week under the rule, with days at 0.68 and 0.74). Where the errors are narrow next to
-the level, as on a large flat pool, the fixed ``c95`` level costs a few GPUs in thousands and holds the
-week (0.98 there, for 0.4 % more cost); where they are wide, as on a small bursty pool, the same raise
+the week after can miss (as on a large flat pool, ``benchmarks.earth_pool``). Where the errors are narrow
+next to the level, as on a large flat pool, the fixed ``c95`` level costs a few GPUs in thousands and holds the
+week; where they are wide, as on a small bursty pool, the same raise
 costs a large share of the bill and the adaptive level stands. :data:`INSURANCE_SHARE` = 1 % of the
 level bounds the premium at about 1 % of the top-up hours' cost. Under the default objective
 (:mod:`optimizer.search.objective`: 0.5 x a window of mean demand on demand per point of coverage below
 target) that premium is worth about 0.02 points of coverage, so it pays for itself if it averts any
-real miss. On the embedded sample's 12 training pools (at most a few hundred GPUs) it changes no
-figure (benchmarks/RESULTS.md, ``capacity``).
+real miss.
 """
 
 from __future__ import annotations

@@ -25,28 +25,22 @@ lookup of the replay):
   prediction, e.g. Angelopoulos & Bates, *A Gentle Introduction to Conformal Prediction*, 2021,
   section 5.3).
 
-**Day types.** Training demand follows the working week: people submit jobs on weekdays, and a
-weekend can run far below the week or not. A forecast fitted on a few weeks learns that pattern
-only in part, so its errors have another centre on weekdays than at weekends, and a window that
-pools them sizes every day from the mixture: the weekend too high, the weekdays too low. On the
-sample's Helios cluster summed into one pool (``benchmarks.earth_pool``) the combined p50 was 0-15 %
-under the demand on the evaluation week's weekdays and 18-28 % over it on its Saturday and Sunday.
-The spread differs too: errors in GPUs grow with the level, and a weekend that runs well below
-the week misses by less. So with the pool's ``timezone`` (:func:`weekend_days`: a day is a
-weekend day when its midpoint falls on a Saturday or Sunday there) a day is calibrated on the errors
-of its own type only (:func:`day_type_errors`), Mondrian conformal prediction with the day type as
-the category (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005, section 4.5).
-A week holds two weekend days, about 47 errors: too few for a far tail, enough for the quantile the
-level takes, which sits near the centre (the spot critical ratio, 0.405 with the default book, is
-the share of pairs that reach it). On that pool the errors of the week before the evaluation week
-had interquartile ranges of 39-80 GPUs on weekdays and 18-32 at the weekend; moving the weekday
-errors onto the weekend's median kept the weekdays' spread in the weekend's set. A type with fewer
-than :data:`MIN_ERRORS` errors in the window leaves the set as it is (stated by the caller), and so
-does a window whose demand is intermittent (:func:`optimizer.training.intermittent.is_intermittent`: most of
-its steps idle). There most errors are those of idle hours, and a type's errors say where one week's
-bursts fell, not how the week runs; on the sample's nearly idle ``train/vcdI0`` a day-type split
-doubled the first days' levels for bursts that did not come back. A pool whose demand does not depend on the day type
-calibrates each day on a smaller sample of the same distribution, and its level moves within that noise
+**Day types.** Training demand follows the working week: people submit jobs on weekdays, and a weekend can run far below
+the week or not. A forecast fitted on a few weeks learns that pattern only in part, so its errors have another centre on
+weekdays than at weekends, and a window that pools them sizes every day from the mixture: the weekend too high, the
+weekdays too low (docs/method.md, "Measured on the sample: the calibrated daily level"). The spread differs too: errors
+in GPUs grow with the level, and a weekend that runs well below the week misses by less. So with the pool's ``timezone``
+(:func:`weekend_days`: a day is a weekend day when its midpoint falls on a Saturday or Sunday there) a day is calibrated
+on the errors of its own type only (:func:`day_type_errors`), Mondrian conformal prediction with the day type as the
+category (Vovk, Gammerman & Shafer, *Algorithmic Learning in a Random World*, 2005, section 4.5). A week holds two
+weekend days, about 47 errors: too few for a far tail, enough for the quantile the level takes, which sits near the
+centre (the spot critical ratio is the share of pairs that reach it). Moving the weekday errors onto the weekend's
+median instead would keep the weekdays' wider spread in the weekend's set. A type with fewer than :data:`MIN_ERRORS`
+errors in the window leaves the set as it is (stated by the caller), and so does a window whose demand is intermittent
+(:func:`optimizer.training.intermittent.is_intermittent`: most of its steps idle). There most errors are those of idle
+hours, and a type's errors say where one week's bursts fell, not how the week runs: a day-type split would size the next
+days for bursts that may not come back. A pool whose demand does not depend on the day type calibrates each day on a
+smaller sample of the same distribution, and its level moves within that noise
 (``tests/optimizer/training/test_calibrated_day.py``).
 
 A level of ``c x D`` is ``c x`` the level of ``D`` when the forecast scales with the demand: the

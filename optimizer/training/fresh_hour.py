@@ -10,12 +10,10 @@ GPU demand the hourly ETS forecasts the last value wherever it cannot beat it,
 Rolling origins of training pools are 4 hours apart (:func:`capplan.run.stages.forecast.origin_map`),
 so the latest forecast before an hour was issued 1 to 5 hours earlier, and its rows for the hour
 itself lie in the ``24h`` band. Those rows carry the day tier's shape (the daily LSTM and the
-robust levels), which the plan never uses for the next hour, and which moves with the LSTM's seed:
-on the embedded sample's smallest pool a forecast refitted with another seed moved the hour's p50
-by up to 1.5 GPUs and flipped whole-GPU top-up hours (3.6 % of its week's cost). They also forecast
-the hour's maximum less well than the last value: its mean absolute error was the lower on 20 of the
-sample's 24 training pool-weeks (tuning and evaluation weeks, seed 0) and on both weeks of the Earth
-pool of :mod:`benchmarks.earth_pool` (``python -m benchmarks fresh-hour``).
+robust levels), which the plan never uses for the next hour, and which moves with the LSTM's seed,
+enough to flip whole-GPU top-up hours. They also forecast the hour's maximum less well than the last
+value (``python -m benchmarks fresh-hour``; the figures: docs/method.md, "Measured on the sample: fresh
+hourly forecasts").
 
 So the fresh forecast of the hour starting at ``h`` is the latest forecast's own first hour (its
 ``1h`` band, leads ``(0, 1 h]`` after its origin ``o``), moved to the newest observation, as the
