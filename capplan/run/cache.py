@@ -37,7 +37,7 @@ recomputed and the series gets a warning saying so. Entries are read and written
 Entries unused for :data:`KEEP_DAYS` days are removed by :func:`prune`.
 
 Nothing here changes a figure: a run with a cold cache and a run with a warm
-one give the same report (``tests/test_cache.py``), apart from timings, ids and
+one give the same report (``tests/capplan/run/test_cache.py``), apart from timings, ids and
 the ``reused`` records that say what was taken from the cache.
 """
 

@@ -96,7 +96,7 @@ def private_keras_seeds(seed: int):
     loop's thread draws from the same module meanwhile (timer jitter), so a network's
     initial weights would depend on timing. A fresh ``Random(seed)`` gives the draws a
     process that nothing else disturbs gets after ``set_random_seed(seed)``, so every
-    executor builds the same network (``tests/test_executor.py``). One task at a time per
+    executor builds the same network (``tests/e2e/test_executor.py``). One task at a time per
     process (workers are single-threaded)."""
     from keras.src.random import seed_generator
 

@@ -21,7 +21,7 @@ def _metrics_doc(m) -> dict | None:
 
 
 #: the fields of :class:`optimizer.search.tuning.SearchOutcome` that :class:`SearchCache` stores and restores
-#: (``tests/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
+#: (``tests/capplan/run/test_cache.py`` fails when the outcome gains one, so none is silently dropped)
 OUTCOME_FIELDS = ("params", "recommended", "baseline", "random", "tuning", "trials", "replay", "notes", "peers",
                   "oracle", "recommended_policy", "searched", "quota")
 

@@ -149,7 +149,7 @@ def _range(seconds: int) -> str:
     closed range ``[t - r, t]`` and 3.x the left-open ``(t - r, t]`` (Prometheus 3.0 migration
     guide, "Range selectors and lookback exclude samples coinciding with the left boundary"), so
     with the subquery's points on whole steps both hold exactly ``seconds / step`` of them, the
-    window :func:`lookahead_target` uses (``tests/test_lookahead_promql.py`` checks it on a real
+    window :func:`lookahead_target` uses (``tests/optimizer/inference/test_lookahead_promql.py`` checks it on a real
     Prometheus)."""
     return f"{max(int(seconds) - 1, 1)}s"
 

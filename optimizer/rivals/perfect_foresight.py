@@ -3,7 +3,7 @@
 Per series, on one window, with the demand known in advance, the same price
 book (:mod:`optimizer.book.prices`), the same layers and decision cadences as the
 replayed policies (:mod:`optimizer.engine.replay`). No causal policy that meets demand
-in every interval can cost less (tested in ``tests/test_oracle.py``); the
+in every interval can cost less (tested in ``tests/optimizer/rivals/test_perfect_foresight.py``); the
 ratio ``regret = policy cost / oracle cost`` says how far a policy is from it.
 
 Training pools (:func:`training_oracle`), solved exactly as a mixed-integer
