@@ -84,21 +84,25 @@ def model_products(name: str, template: str) -> list[str]:
 
 
 def patterns(key: str, value: str, template: str) -> tuple[str, str]:
-    """(GFD product pattern, dcgm-exporter ``modelName`` pattern) of a model selector: ``key``
+    """(GFD base-product pattern, dcgm-exporter ``modelName`` pattern) of a model selector: ``key``
     ``gpu_product`` (exact base products) or ``gpu_model`` (a catalogue model, case-insensitive,
-    optional vendor prefix). Raises InputError as :func:`base_products` / :func:`model_products`."""
+    optional vendor prefix). The product pattern has no suffix: :func:`product_regex` adds them.
+    Raises InputError as :func:`base_products` / :func:`model_products`."""
     if key == "gpu_product":
         bases = base_products(value, template)
-        return product_regex(bases), model_name_regex(bases)
+        return base_regex(bases), model_name_regex(bases)
     names = model_products(value, template)
-    return (f"(?i)((NVIDIA|TESLA)-)?{product_regex(names)}",
-            f"(?i)((NVIDIA|TESLA)[- ])?{model_name_regex(names)}")
+    return f"(?i)((NVIDIA|TESLA)-)?{base_regex(names)}", f"(?i)((NVIDIA|TESLA)[- ])?{model_name_regex(names)}"
 
 
-def product_regex(bases: list[str]) -> str:
-    """RE2 pattern (PromQL anchors it) of the GFD product values of ``bases``, with either suffix."""
-    alt = "|".join(b.replace(".", "[.]") for b in bases)
-    return f"({alt}){SUFFIXES}"
+def base_regex(bases: list[str]) -> str:
+    """RE2 pattern (PromQL anchors it) of the GFD base products ``bases``, without suffixes."""
+    return "(" + "|".join(b.replace(".", "[.]") for b in bases) + ")"
+
+
+def product_regex(core: str) -> str:
+    """The GFD product values of base pattern ``core``, with either suffix."""
+    return core + SUFFIXES
 
 
 def model_name_regex(bases: list[str]) -> str:
@@ -106,34 +110,33 @@ def model_name_regex(bases: list[str]) -> str:
     return "(" + "|".join(b.replace(".", "[.]").replace("-", "[- ]") for b in bases) + ")"
 
 
-def share_vector(metric: str, by: str, label: str, rx: str, slices: int, replicas: int, extra: str = "") -> str:
-    """Per-entity (``by``) GPU-equivalents of one ``nvidia.com/gpu`` unit on the selection ``label=~rx``
-    of ``metric`` (value 1 per entity): whole, ``-MIG-<k>g`` (k / slices) or ``-SHARED`` (1 / replicas).
-    ``extra``: more matchers, starting with ``, ``."""
-    sel = f'{label}=~"{rx}"{extra}'
-    terms = [f'max by ({by}) ({metric}{{{sel}, {label}!~".+-(MIG-.+|SHARED)"}})']
-    terms += [f'max by ({by}) ({metric}{{{sel}, {label}=~".+-MIG-{k}g[.].+"}}) * {k} / {slices}' for k in MIG_SLICES
-              if k <= slices]
-    terms.append(f'max by ({by}) ({metric}{{{sel}, {label}=~".+-SHARED"}}) / {replicas}')
+def share_vector(metric: str, by: str, label: str, core: str, slices: int, replicas: int, extra: str = "") -> str:
+    """Per-entity (``by``) GPU-equivalents of one ``nvidia.com/gpu`` unit on the entities of ``metric``
+    (value 1 each) whose ``label`` is base product ``core``: whole (no suffix), ``-MIG-<k>g...``
+    (k / slices) or ``-SHARED`` (1 / replicas). ``extra``: more matchers, starting with ``, ``."""
+    terms = [f'max by ({by}) ({metric}{{{label}=~"{core}"{extra}}})']
+    terms += [f'max by ({by}) ({metric}{{{label}=~"{core}-MIG-{k}g[.].+"{extra}}}) * {k} / {slices}'
+              for k in MIG_SLICES if k <= slices]
+    terms.append(f'max by ({by}) ({metric}{{{label}=~"{core}-SHARED"{extra}}}) / {replicas}')
     return "(" + " or ".join(terms) + ")"
 
 
-def any_vector(metric: str, by: str, label: str, rx: str, extra: str = "") -> str:
-    """1 per entity (``by``) of the selection ``label=~rx`` of ``metric``, whatever its suffix."""
-    return f'max by ({by}) ({metric}{{{label}=~"{rx}"{extra}}})'
+def any_vector(metric: str, by: str, label: str, core: str, extra: str = "") -> str:
+    """1 per entity (``by``) of ``metric`` whose ``label`` is base product ``core``, whatever its suffix."""
+    return f'max by ({by}) ({metric}{{{label}=~"{product_regex(core)}"{extra}}})'
 
 
 def _mig(k: int) -> str:
     return f'resource=~"nvidia_com_mig_{k}g_.+"'
 
 
-def capacity(rx: str, slices: int, replicas: int) -> str:
-    """Allocatable GPU-equivalents of the nodes whose product matches ``rx`` (before the alive term):
+def capacity(core: str, slices: int, replicas: int) -> str:
+    """Allocatable GPU-equivalents of the nodes of base product ``core`` (before the alive term):
     ``kube_node_status_allocatable`` of ``nvidia_com_gpu`` / ``nvidia_com_gpu_shared`` times the node's
     share, plus each mixed-strategy MIG resource times its slices / ``slices``. One value per node and
     resource (``max by``), so two kube-state-metrics replicas count once."""
-    share = share_vector("kube_node_labels", "node", NODE_LABEL, rx, slices, replicas)
-    anyn = any_vector("kube_node_labels", "node", NODE_LABEL, rx)
+    share = share_vector("kube_node_labels", "node", NODE_LABEL, core, slices, replicas)
+    anyn = any_vector("kube_node_labels", "node", NODE_LABEL, core)
     terms = [f"max by (node, resource) (kube_node_status_allocatable{{{GPU_RESOURCES}}}) * on(node) group_left() "
              f"{share}"]
     terms += [f"max by (node, resource) (kube_node_status_allocatable{{{_mig(k)}}}) * on(node) group_left() {anyn}"
@@ -141,17 +144,17 @@ def capacity(rx: str, slices: int, replicas: int) -> str:
     return "sum(" + " or ".join(terms) + ")"
 
 
-def requests(rx: str, slices: int, replicas: int, sel_c: str, ns_c: str) -> str:
-    """GPU-equivalents requested on the model ``rx`` (before the alive term): Running and Pending pods
+def requests(core: str, slices: int, replicas: int, sel_c: str, ns_c: str) -> str:
+    """GPU-equivalents requested on base product ``core`` (before the alive term): Running and Pending pods
     placed on a node of the model (``kube_pod_info`` node, its ``kube_node_labels`` product), and
     Pending pods with no node whose ``nodeSelector`` names the model (``kube_pod_nodeselectors``).
     A pending pod that names no model is no model's demand. Requests are reduced per
     (namespace, pod, container, resource) and pod state per (namespace, pod), as in
     ``k8s_gpus_requested``. ``sel_c``/``ns_c``: the other selector matchers (``, `` first)."""
-    share_n = share_vector("kube_node_labels", "node", NODE_LABEL, rx, slices, replicas)
-    any_n = any_vector("kube_node_labels", "node", NODE_LABEL, rx)
-    share_p = share_vector("kube_pod_nodeselectors", "namespace, pod", SELECTOR_LABEL, rx, slices, replicas, ns_c)
-    any_p = any_vector("kube_pod_nodeselectors", "namespace, pod", SELECTOR_LABEL, rx, ns_c)
+    share_n = share_vector("kube_node_labels", "node", NODE_LABEL, core, slices, replicas)
+    any_n = any_vector("kube_node_labels", "node", NODE_LABEL, core)
+    share_p = share_vector("kube_pod_nodeselectors", "namespace, pod", SELECTOR_LABEL, core, slices, replicas, ns_c)
+    any_p = any_vector("kube_pod_nodeselectors", "namespace, pod", SELECTOR_LABEL, core, ns_c)
     placed = f'kube_pod_info{{node!=""{ns_c}}}'
     active = f'max by (namespace, pod) (kube_pod_status_phase{{phase=~"Running|Pending"{ns_c}}} == 1)'
     waiting = (f'(max by (namespace, pod) (kube_pod_status_phase{{phase="Pending"{ns_c}}} == 1) '

@@ -117,7 +117,7 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
     slices = int(extra["slices_per_gpu"])
     extra["busy_terms"] = busy_terms(sel, slices=slices)
     sel_c, ns_c = (", " + sel) if sel else "", (", " + ns) if ns else ""
-    extra.update(alive_terms(sel, ns, node, f'{models.NODE_LABEL}=~"{rx}"' if rx else ""))
+    extra.update(alive_terms(sel, ns, node, f'{models.NODE_LABEL}=~"{models.product_regex(rx)}"' if rx else ""))
     if by_model:
         replicas = int(extra["shared_replicas"])
         extra["model_capacity"] = models.capacity(rx, slices, replicas)
