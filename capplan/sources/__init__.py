@@ -23,14 +23,15 @@ from capplan.sources.history import LoadedHistory
 from capplan.sources.implausible import mask_implausible, spike_warnings
 from capplan.sources.sample import load_sample
 from capplan.sources.store_source import load_store
+from forecasting.plugins import Registry
 
-#: The registry: ``--source`` form -> loader. A new source is a module with its loader and a line here.
-_SOURCES: dict[str, Callable[..., LoadedHistory]] = {
-    "sample": load_sample,
-    "csv": load_csv,
-    "parquet": load_parquet,
-    "store": load_store,
-}
+#: The source registry (:class:`forecasting.plugins.Registry`): ``--source`` form -> loader. A new source is a module
+#: with its loader, registered here or by ``SOURCES.register(name, loader)`` from its own module.
+SOURCES: Registry[Callable[..., LoadedHistory]] = Registry("source")
+SOURCES.register("sample", load_sample)
+SOURCES.register("csv", load_csv)
+SOURCES.register("parquet", load_parquet)
+SOURCES.register("store", load_store)
 
 
 def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHistory:
@@ -48,13 +49,14 @@ def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHisto
     """
     check_timezone(timezone)
     name, _, arg = spec.partition(":")
-    if name not in _SOURCES:
-        raise InputError(f"--source {spec!r}: unknown source; use sample, csv:PATH, parquet:PATH or store")
-    loaded = _SOURCES[name](arg, timezone=timezone, config=config)
+    if name not in SOURCES:
+        forms = ", ".join(f"{n}:PATH" if n in ("csv", "parquet") else n for n in SOURCES)
+        raise InputError(f"--source {spec!r}: unknown source; use {forms}")
+    loaded = SOURCES[name](arg, timezone=timezone, config=config)
     loaded.frame, notes = mask_implausible(loaded.frame, loaded.label or spec, loaded.rows)
     loaded.notes.extend(notes)
     loaded.warnings.update(spike_warnings(loaded.frame, loaded.label or spec, loaded.rows))
     return loaded
 
 
-__all__ = ["LoadedHistory", "load_source"]
+__all__ = ["LoadedHistory", "SOURCES", "load_source"]

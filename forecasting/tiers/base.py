@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict
 
+from forecasting.plugins import Registry
 from forecasting.registry import library_versions
 from forecasting.types import FORECAST_COLUMNS, QCOLS, SeriesMeta, empty_forecast
 
@@ -45,7 +46,7 @@ Role = Literal["tier", "member", "benchmark"]
 forecast in ``forecasts.parquet`` (hourly, daily, weekly); a ``member`` is combined only
 (naive, the robust members); a ``benchmark`` is scored, never combined (default Prophet)."""
 
-_REGISTRY: dict[str, type["Forecaster"]] = {}
+_REGISTRY: Registry[type["Forecaster"]] = Registry("forecaster")
 _ROLES: dict[str, Role] = {}
 
 
@@ -53,7 +54,7 @@ def register(name: str, cls: type["Forecaster"], role: Role) -> None:
     """Make ``cls`` available as ``make(name)`` with ``role``; the registry's order is the
     combination's (:func:`names`). The lines that call it are :mod:`forecasting.tiers`."""
     cls.name = name
-    _REGISTRY[name] = cls
+    _REGISTRY.register(name, cls)
     _ROLES[name] = role
 
 
@@ -75,8 +76,6 @@ def make(name: str, **kwargs) -> "Forecaster":
 def forecaster_class(name: str) -> type["Forecaster"]:
     """The registered class of ``name`` (its class-level facts: ``step``, ``refit_every``,
     ``per_series``, ``settings``) without building one. Raises KeyError for an unknown name."""
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown forecaster {name!r}; known: {sorted(_REGISTRY)}")
     return _REGISTRY[name]
 
 

@@ -64,13 +64,12 @@ forecast with ``issued_at < t``.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from optimizer.book.purchase import purchase_mix, reserved_level, sellable_layers, spot_terms, within_quota
 from optimizer.book.whole_units import count_tolerance, whole
 from optimizer.engine.replay_core import (
+    INFERENCE_FAMILIES,
     SPOT_OUTAGES,
     ReplayInput,
     hpa_from_params,
@@ -78,8 +77,7 @@ from optimizer.engine.replay_core import (
     run_controller,
     window_metrics,
 )
-from optimizer.inference.lookahead import replay_lookahead
-from optimizer.inference.predictive import replay_predictive
+from optimizer.inference import lookahead, predictive  # noqa: F401 (registration: the families register on import)
 from optimizer.plan.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.training.empirical import with_empirical_levels
 
@@ -280,14 +278,7 @@ def replay_hpa(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, ini
         inp.step_s), cold_start_s, initial or max(p.min_replicas, 1), metrics_lag_s)
 
 
-#: Inference policy families, the registry: ``InferenceParams.family`` -> replay function with the
-#: signature of :func:`replay_inference`. A new family is a module with its replay function and a
-#: line here.
-INFERENCE_FAMILIES: dict[str, Callable[..., tuple[Metrics, dict]]] = {
-    "hpa": replay_hpa,
-    "lookahead": replay_lookahead,
-    "predictive": replay_predictive,
-}
+INFERENCE_FAMILIES.register("hpa", replay_hpa)
 
 
 def replay_inference(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,

@@ -8,16 +8,24 @@ the timeline is described in :mod:`optimizer.engine.replay`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from forecasting.metrics import idle_ratio
+from forecasting.plugins import Registry
 from forecasting.types import QCOLS, STEP_S
 from optimizer.book.prices import GpuPrice
 from optimizer.book.purchase import layer_mix
 from optimizer.engine.hpa_controller import HPA, ScalingPolicy, ScalingRules
 from optimizer.plan.policy import InferenceParams, Metrics
+
+#: The inference family registry (:class:`forecasting.plugins.Registry`): ``InferenceParams.family`` -> replay function
+#: ``(inp, p, cold_start_s, initial, metrics_lag_s) -> (Metrics, series)`` (the signature of
+#: :func:`optimizer.engine.replay.replay_inference`). Each family registers itself in its own module (``hpa`` in
+#: :mod:`optimizer.engine.replay`, ``lookahead`` and ``predictive`` in :mod:`optimizer.inference`).
+INFERENCE_FAMILIES: Registry[Callable[..., tuple]] = Registry("inference family")
 
 #: ``plan.spot_outage`` models (:func:`optimizer.engine.replay.spot_outage`)
 SPOT_OUTAGES = ("recovery", "replacement")

@@ -8,6 +8,7 @@ from typing import Callable
 
 import yaml
 
+from forecasting.plugins import Registry
 from optimizer.exporters.names import assign_names, workload_name
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.plan.policy import SeriesPlan
@@ -59,17 +60,13 @@ class Context:
 
 
 Writer = Callable[[list[SeriesPlan], Context], list[Doc]]
-WRITERS: dict[str, Writer] = {}
+#: The exporter registry (:class:`forecasting.plugins.Registry`): name -> writer, in registration order.
+WRITERS: Registry[Writer] = Registry("exporter")
 
 
 def register(name: str) -> Callable[[Writer], Writer]:
-    """Decorator: add a writer to :data:`WRITERS` under ``name``."""
-
-    def deco(fn: Writer) -> Writer:
-        WRITERS[name] = fn
-        return fn
-
-    return deco
+    """Decorator: add a writer to :data:`WRITERS` under ``name`` (ValueError when the name is taken)."""
+    return WRITERS.register(name)
 
 
 _KEY_LINE = re.compile(r"^( *)(- )?([A-Za-z0-9_.\-/]+):(?: |$)")

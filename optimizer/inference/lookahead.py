@@ -52,7 +52,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from optimizer.engine.replay_core import ReplayInput, hpa_from_params, observed_demand, run_controller
+from optimizer.engine.replay_core import (
+    INFERENCE_FAMILIES,
+    ReplayInput,
+    hpa_from_params,
+    observed_demand,
+    run_controller,
+)
 from optimizer.plan.policy import InferenceParams, Metrics
 
 ERROR_WINDOW = pd.Timedelta("7D")
@@ -101,6 +107,7 @@ def lookahead_target(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
     return np.where(j >= 0, target[np.clip(j, 0, None)], 0.0)
 
 
+@INFERENCE_FAMILIES.register("lookahead")
 def replay_lookahead(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
                      metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
     """Replay the ``lookahead`` family (module docstring) on the timeline of :mod:`optimizer.engine.replay`:

@@ -29,7 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizer.engine.replay_core import ReplayInput, hpa_from_params, prescale_demand, run_controller
+from optimizer.engine.replay_core import (
+    INFERENCE_FAMILIES,
+    ReplayInput,
+    hpa_from_params,
+    prescale_demand,
+    run_controller,
+)
 from optimizer.inference.lookahead import cold_steps
 from optimizer.plan.policy import InferenceParams, Metrics
 
@@ -57,6 +63,7 @@ def predicted_metric(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 9
     return prescale_demand(inp, predictive_quantile(p), int(lead))
 
 
+@INFERENCE_FAMILIES.register("predictive")
 def replay_predictive(inp: ReplayInput, p: InferenceParams, cold_start_s: int = 90, initial: int | None = None,
                       metrics_lag_s: int = 60) -> tuple[Metrics, dict]:
     """Replay the ``predictive`` rule (module docstring) on the timeline of :mod:`optimizer.engine.replay`:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 QuantileName = Literal["p50", "p90", "p95", "p99"]
 
@@ -100,7 +100,8 @@ class InferenceParams(BaseModel):
     period_s: int = Field(default=60, ge=1, le=1800)
     prescale_lead_s: int = Field(default=0, ge=0, le=3600)
     prescale_quantile: Literal["none", "p50", "p90", "p95", "p99"] = "none"
-    family: Literal["hpa", "lookahead", "predictive"] = "hpa"
+    family: str = Field(default="hpa", description="the replayed policy family, a name of "
+                        "optimizer.engine.replay_core.INFERENCE_FAMILIES (hpa, lookahead, predictive, ...)")
     level_window_s: int = Field(default=0, ge=0, le=3600)
     headroom_quantile: float = Field(default=0.9, ge=0.5, le=0.999)
     data_step_s: int = Field(default=300, ge=1, le=3600, description="the step (s) of the data the policy was "
@@ -109,6 +110,16 @@ class InferenceParams(BaseModel):
                                   "metrics lag + one step + cold start, in whole steps (set by the search)")
     lookahead_cover_s: int = Field(default=600, ge=0, le=14400, description="the lookahead family's covered span "
                                    "(s): cold start + one step, in whole steps (set by the search)")
+
+    @field_validator("family")
+    @classmethod
+    def _registered_family(cls, v: str) -> str:
+        """A family is a name of the inference family registry; each family registers itself in its own module."""
+        import optimizer.engine.replay  # noqa: F401  lazy: registration of the built-in families
+        from optimizer.engine.replay_core import INFERENCE_FAMILIES  # lazy: replay_core imports this module
+        if v not in INFERENCE_FAMILIES:
+            raise ValueError(f"not a registered inference family; use one of {', '.join(INFERENCE_FAMILIES)}")
+        return v
 
 
 class Metrics(BaseModel):

@@ -39,6 +39,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from forecasting.plugins import Registry
 from optimizer.engine.replay import account_training, replay_training
 from optimizer.engine.replay_core import ReplayInput, observed_demand, run_controller
 from optimizer.plan.policy import Metrics, TrainingParams
@@ -144,15 +145,15 @@ class Peer:
     inference: Callable[..., tuple[Metrics, dict]] | None
 
 
-PEERS: dict[str, Peer] = {
-    "reactive": Peer("reactive", "max of the last hour x 1.05, on demand, decided per hour / per HPA sync",
-                     reactive_training, reactive_inference),
-    "naive_conformal": Peer("naive_conformal", "last value + trailing 7-day q95 of the change over the lead time",
-                            conformal_training, conformal_inference),
-    "empirical": Peer("empirical", "no model: daily spot at the newsvendor quantile of the last 7 days' hourly "
-                      "maxima, hourly on-demand top-up to last value + q95 of the rises over an hour",
-                      empirical_training, None),
-}
+#: The peer registry (:class:`forecasting.plugins.Registry`): name -> :class:`Peer`, in the report's order.
+PEERS: Registry[Peer] = Registry("peer")
+PEERS.register("reactive", Peer("reactive", "max of the last hour x 1.05, on demand, decided per hour / per HPA sync",
+                                reactive_training, reactive_inference))
+PEERS.register("naive_conformal", Peer("naive_conformal", "last value + trailing 7-day q95 of the change over the "
+                                       "lead time", conformal_training, conformal_inference))
+PEERS.register("empirical", Peer("empirical", "no model: daily spot at the newsvendor quantile of the last 7 days' "
+                                 "hourly maxima, hourly on-demand top-up to last value + q95 of the rises over an hour",
+                                 empirical_training, None))
 
 
 def replay_peers(inp: ReplayInput, kind: str, interruption_rate: float = 0.01, recovery_s: int = 1800,

@@ -54,7 +54,7 @@ class ToyTier(Forecaster):
 @pytest.fixture
 def toy(monkeypatch):
     """The registry line, on copies of the registry so no other test sees the toy."""
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))
+    monkeypatch.setattr(base, "_REGISTRY", base._REGISTRY.copy())
     monkeypatch.setattr(base, "_ROLES", dict(base._ROLES))
     register("toy", ToyTier, "benchmark")
     return "toy"
