@@ -12,9 +12,12 @@ deduplicated demand, :mod:`capplan.promql.templates`):
   per ``cluster_queue``, and every ClusterQueue ``kueue_pending_workloads`` names
   (a queue whose work never got admitted has no usage yet).
 
+GPU models, MIG resources and Kueue flavors come from :mod:`capplan.prometheus.gpu_inventory`.
+
 The starter config has one series per namespace (``k8s_gpus_requested``, MIG resources
-as GPU shares), a whole-cluster series, and per queue its allocated/admitted and
-pending GPUs; header values are referred to by environment variable
+as GPU shares), a whole-cluster series, per queue its allocated/admitted and
+pending GPUs, and per GPU model its capacity and requests (and per Kueue flavor that
+names a model its admitted GPUs), those with ``gpu_model`` set; header values are referred to by environment variable
 (``CAPPLAN_HEADER_<NAME>``), never written.
 """
 
@@ -29,6 +32,7 @@ import yaml
 
 from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
+from capplan.prometheus.gpu_inventory import GpuInventory, inventory, starter_series
 from capplan.prometheus.parse import check_result
 from capplan.promql.render import mig_share
 
@@ -47,11 +51,13 @@ _KP = 'max_over_time((max by (cluster_queue) (last_over_time(kueue_pending_workl
 class Found:
     """What :func:`discover` found: ``namespaces`` {namespace: {resource: peak GPUs (MIG: GPU
     shares)}}, ``volcano`` {queue: peak requested GPUs}, ``kueue`` {ClusterQueue: peak admitted
-    GPUs, or 0 when only pending workloads were seen}."""
+    GPUs, or 0 when only pending workloads were seen}, ``gpus``: GPU models, MIG resources and Kueue
+    flavors (:mod:`capplan.prometheus.gpu_inventory`)."""
 
     namespaces: dict[str, dict[str, float]] = field(default_factory=dict)
     volcano: dict[str, float] = field(default_factory=dict)
     kueue: dict[str, float] = field(default_factory=dict)
+    gpus: GpuInventory = field(default_factory=GpuInventory)
 
 
 def _instant(client: PrometheusClient, query: str, at: int, what: str,
@@ -88,6 +94,7 @@ def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int =
     for lab, v in _instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads", told):
         if v > 0 and lab.get("cluster_queue"):
             found.kueue.setdefault(lab["cluster_queue"], 0.0)
+    found.gpus = inventory(client, at, lookback_s, scrape_s, told)
     return found
 
 
@@ -131,6 +138,7 @@ def starter_config(found: Found, url: str, header_names: list[str], store: str =
         series.append({"id": f"kueue/{_slug(q)}", "template": "kueue_admitted_gpus", "selector": {"cluster_queue": q}})
         series.append({"id": f"kueue/{_slug(q)}/pending", "template": "kueue_pending_gpus",
                        "selector": {"cluster_queue": q}})
+    series += starter_series(found.gpus)  # per GPU model and Kueue flavor, with gpu_model
     for s in series:
         s.update(kind="training", unit="gpu", step="5m", timezone="UTC")
     prom = {"url": url, "scrape_interval": scrape_interval}

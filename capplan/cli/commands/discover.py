@@ -19,6 +19,7 @@ from capplan.config.yaml_bounds import describe
 from capplan.errors import InputError, SourceError
 from capplan.prometheus.client import PrometheusClient, PrometheusError
 from capplan.prometheus.discover import check_out, discover, dump, header_env, starter_config
+from capplan.prometheus.gpu_inventory import as_dict as gpu_doc
 from capplan.sources.prometheus import to_epoch
 from capplan.store import atomic
 from capplan.store.remote import check_store_url
@@ -59,8 +60,9 @@ def register(app: typer.Typer) -> None:
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines on stderr."),
     ):
         """Find what to plan: GPU namespaces, Volcano queues and Kueue ClusterQueues with demand in the
-        last --lookback, with their peak GPUs; write a starter config that `capplan ingest` and
-        `capplan plan` take without edits. Each query and retry is reported on stderr as it starts.
+        last --lookback, with their peak GPUs, and the GPU models (normalised, with their GFD product labels
+        and GPU counts), MIG resources and Kueue flavors the cluster reports; write a starter config that
+        `capplan ingest` and `capplan plan` take without edits. Each query and retry is reported on stderr as it starts.
 
         Exit codes: 0 found something and wrote --out; 2 bad input, refused credentials (HTTP 401/403) or
         another 4xx, or nothing found; 1 the store unreachable (refused, unknown host) or failing (timeouts,
@@ -101,8 +103,8 @@ def register(app: typer.Typer) -> None:
         finally:
             client.close()
         doc = {"namespaces": found.namespaces, "volcano_queues": found.volcano, "kueue_cluster_queues": found.kueue,
-               "config": str(out_file)}
-        if not (found.namespaces or found.volcano or found.kueue):
+               **gpu_doc(found.gpus), "config": str(out_file)}
+        if not (found.namespaces or found.volcano or found.kueue or found.gpus):
             raise InputError(f"{prometheus_url}: no GPU namespace, Volcano queue or Kueue ClusterQueue with demand "
                              f"in the {lookback} before {pd_iso(end)}; check --at/--lookback and that "
                              "kube-state-metrics, Volcano or Kueue metrics are scraped")
@@ -121,6 +123,20 @@ def register(app: typer.Typer) -> None:
             for q, v in sorted(found.kueue.items()):
                 t.add_row("kueue clusterqueue", q, f"{v:.2f}")
             console.print(t)
+            if found.gpus:
+                g = Table(title="GPU models (GPU-equivalents allocatable), MIG resources and Kueue flavors")
+                for c in ("kind", "name", "seen as", "GPUs"):
+                    g.add_column(c, justify="right" if c == "GPUs" else "left")
+                for name, m in sorted(found.gpus.models.items()):
+                    g.add_row("gpu model", name, ", ".join(m["products"] + m["model_names"]), f"{m['gpus']:.2f}")
+                for e in found.gpus.mig:
+                    g.add_row("mig resource", e["resource"], f"{e['profile']} {e['strategy']} on "
+                              f"{', '.join(e['gpu_models'])}", f"{e['units']:.0f} units")
+                for name, f in sorted(found.gpus.flavors.items()):
+                    g.add_row("kueue flavor", name, f["gpu_model"] or "?", f"{f['nominal_quota']:.2f} quota")
+                console.print(g)
+                for n in found.gpus.notes:
+                    console.print(f"note: {n}", highlight=False, markup=False)
             console.print(f"wrote {out_file}" + (f"; export {', '.join(header_env(h) for h in headers)} before "
                                                  "`capplan ingest`" if headers else ""))
 
@@ -131,6 +147,10 @@ def register(app: typer.Typer) -> None:
                   for q, v in found.volcano.items()]
             r += [{"kind": "kueue_cluster_queue", "name": q, "resource": "", "peak_gpus": v}
                   for q, v in found.kueue.items()]
+            r += [{"kind": "gpu_model", "name": name, "resource": "|".join(m["products"]), "peak_gpus": m["gpus"]}
+                  for name, m in sorted(found.gpus.models.items())]
+            r += [{"kind": "kueue_flavor", "name": name, "resource": f["gpu_model"] or "", "peak_gpus": f["peak_usage"]}
+                  for name, f in sorted(found.gpus.flavors.items())]
             return r
 
         render(fmt, doc, rows, table, out, None)
