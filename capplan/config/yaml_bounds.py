@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from capplan.errors import InputError, looks_like_name
-from optimizer.exporters.problem import yaml_problem
+from optimizer.exporters.checks.problem import yaml_problem
 
 MAX_BYTES = 256 * 1024
 """Largest config file read, in bytes (256 KiB)."""

@@ -2,10 +2,10 @@
 every entry point: ``capplan export --validate`` and the dashboard's Manifests
 page call these functions, so they report the same findings.
 
-The checks themselves belong to :mod:`optimizer.exporters.validate` (strict
+The checks themselves belong to :mod:`optimizer.exporters.checks.validate` (strict
 ``kubernetes-validate``, the KEDA/Volcano CRD schemas, the DispatcherPolicy
-schema) and :mod:`optimizer.exporters.lint` (rules schemas cannot express).
-Every finding is a :class:`~optimizer.exporters.validate.Problem` with
+schema) and :mod:`optimizer.exporters.checks.lint` (rules schemas cannot express).
+Every finding is a :class:`~optimizer.exporters.checks.validate.Problem` with
 ``file``, ``path``, ``rule`` and ``message``.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from optimizer.exporters.checks.validate import YAML_SUFFIXES, Problem, load_docs, validate_dir
 from optimizer.exporters.settings import ExportSettings
-from optimizer.exporters.validate import YAML_SUFFIXES, Problem, load_docs, validate_dir
 
 __all__ = ["CROSS_FILE_RULES", "FileStatus", "Problem", "file_statuses", "folder_files", "validate_folder"]
 

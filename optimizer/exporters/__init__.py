@@ -51,13 +51,13 @@ from optimizer.exporters import (  # noqa: F401  (registration)
     volcano,
 )
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
+from optimizer.exporters.checks.schemas import default_schemas_dir
+from optimizer.exporters.checks.validate import ExportValidationError, Problem, validate_dir, validate_files
 from optimizer.exporters.kustomization import PATH as kustomization_path
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.exporters.policy_fields import human
-from optimizer.exporters.schemas import default_schemas_dir
 from optimizer.exporters.settings import ExportSettings, coerce
-from optimizer.exporters.validate import ExportValidationError, Problem, validate_dir, validate_files
 from optimizer.plan.policy import SeriesPlan
 
 ORDER = ("policy", "crd", "keda", "hpa", "adapter", "volcano", "priorityclass")

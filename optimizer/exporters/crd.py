@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from optimizer.exporters.schemas import default_schemas_dir
+from optimizer.exporters.checks.schemas import default_schemas_dir
 
 GROUP = "capplan.io"
 KIND = "DispatcherPolicy"

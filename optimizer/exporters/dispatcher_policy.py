@@ -40,9 +40,9 @@ from pathlib import Path
 import yaml
 
 from optimizer.exporters.base import Context, Doc, register
+from optimizer.exporters.checks.schemas import default_schemas_dir
 from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
 from optimizer.exporters.policy_fields import camel, camel_dict, human, param_problems, snake, snake_dict
-from optimizer.exporters.schemas import default_schemas_dir
 from optimizer.plan.policy import Metrics, SeriesPlan
 
 API_VERSION = "capplan.io/v1alpha1"

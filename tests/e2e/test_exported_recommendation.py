@@ -13,8 +13,8 @@ import yaml
 from capplan.backtest.whatif import load_whatif
 from capplan.config.settings import load_config
 from optimizer.engine.replay import replay_inference
+from optimizer.exporters.checks.readback import manifest_params
 from optimizer.exporters.dispatcher_policy import read_policy
-from optimizer.exporters.readback import manifest_params
 from optimizer.inference.lookahead import level_steps
 from optimizer.plan.policy import InferenceParams
 from optimizer.rivals.expressed import expressed_params

@@ -37,8 +37,8 @@ from capplan.errors import EXIT_BAD_INPUT, InputError
 from capplan.report.validation import checked_file_count, folder_files, validate_folder
 from capplan.store import atomic
 from optimizer.exporters import OWNED, ExportValidationError, is_own_file, render_all, write_all
+from optimizer.exporters.checks.problem import yaml_problem
 from optimizer.exporters.dispatcher_policy import read_policy
-from optimizer.exporters.problem import yaml_problem
 
 EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
 EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")

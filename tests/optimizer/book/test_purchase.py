@@ -16,8 +16,8 @@ from optimizer.book.purchase_check import quota_check
 from optimizer.engine.replay import account_training, replay_training
 from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import write_all
+from optimizer.exporters.checks.validate import validate_dir
 from optimizer.exporters.dispatcher_policy import read_policy
-from optimizer.exporters.validate import validate_dir
 from optimizer.plan.policy import Metrics, SeriesPlan, TrainingParams
 from optimizer.rivals.perfect_foresight import training_oracle
 from optimizer.search.settings import SearchSettings

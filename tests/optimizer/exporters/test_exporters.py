@@ -16,12 +16,12 @@ import yaml
 
 from optimizer.exporters import WRITERS, ExportValidationError, is_own_file, render_all, write_all
 from optimizer.exporters.base import Doc
+from optimizer.exporters.checks.lint import lint, lint_object
+from optimizer.exporters.checks.schemas import default_schemas_dir
+from optimizer.exporters.checks.validate import validate_dir, validate_object
 from optimizer.exporters.dispatcher_policy import read_policy
 from optimizer.exporters.keda import cron_window
-from optimizer.exporters.lint import lint, lint_object
 from optimizer.exporters.names import assign_names, is_label, k8s_name, sanitise
-from optimizer.exporters.schemas import default_schemas_dir
-from optimizer.exporters.validate import validate_dir, validate_object
 from optimizer.plan.policy import Metrics, SeriesPlan
 
 M = Metrics(cost_usd=1234.5, coverage=0.987, idle_ratio=0.21, unmet=3.25, scale_events=12, p95_utilization=0.81)

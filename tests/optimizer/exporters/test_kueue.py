@@ -10,9 +10,9 @@ import yaml
 from optimizer.book.prices import default_price_book, price_for
 from optimizer.exporters import render_all, write_all
 from optimizer.exporters.base import render
+from optimizer.exporters.checks.lint import lint
+from optimizer.exporters.checks.validate import validate_object
 from optimizer.exporters.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota, flavor_name, kueue_docs
-from optimizer.exporters.lint import lint
-from optimizer.exporters.validate import validate_object
 
 
 def _fleet(**over) -> FleetQuota:

@@ -17,10 +17,10 @@ import yaml
 
 from capplan.config.settings import CapplanConfig
 from optimizer.exporters import export_warnings, render_all, write_all
+from optimizer.exporters.checks.lint import lint_object
+from optimizer.exporters.checks.schemas import default_schemas_dir
+from optimizer.exporters.checks.validate import validate_dir, validate_object
 from optimizer.exporters.crd import CRD_FILE, crd_text
-from optimizer.exporters.lint import lint_object
-from optimizer.exporters.schemas import default_schemas_dir
-from optimizer.exporters.validate import validate_dir, validate_object
 from optimizer.inference.prescale import fallback_replicas, prescale_windows
 from optimizer.plan.history_levels import baseline_levels, last_nonzero_peak
 from optimizer.plan.policy import InferenceParams

@@ -14,8 +14,8 @@ from optimizer.book.prices import GpuPrice
 from optimizer.engine.replay import INFERENCE_FAMILIES, replay_inference
 from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import render_all
-from optimizer.exporters.lint import lint_object
-from optimizer.exporters.validate import validate_object
+from optimizer.exporters.checks.lint import lint_object
+from optimizer.exporters.checks.validate import validate_object
 from optimizer.inference.lookahead import lead_steps, lookahead_target, promql
 from optimizer.plan.policy import InferenceParams, Metrics, SeriesPlan
 from optimizer.rivals.perfect_foresight import inference_oracle

@@ -12,9 +12,9 @@ from optimizer.book.prices import GpuPrice
 from optimizer.engine.replay import INFERENCE_FAMILIES, replay_inference
 from optimizer.engine.replay_core import ReplayInput
 from optimizer.exporters import export_warnings, render_all
-from optimizer.exporters.lint import lint_object
+from optimizer.exporters.checks.lint import lint_object
+from optimizer.exporters.checks.validate import validate_object
 from optimizer.exporters.predictive import predictive_query, promql_label
-from optimizer.exporters.validate import validate_object
 from optimizer.inference.cron_replay import replay_cron, window_replicas, windows_before
 from optimizer.inference.predictive import predicted_metric, predictive_lead_s, predictive_quantile
 from optimizer.inference.predictive_eval import candidates, choose, frontier

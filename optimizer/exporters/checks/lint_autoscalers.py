@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import jsonschema
 
-from optimizer.exporters.problem import Problem
+from optimizer.exporters.checks.problem import Problem
 
 RESOURCE_METRICS = {"cpu", "memory"}
 WINDOW_RANGE = (0, 3600)

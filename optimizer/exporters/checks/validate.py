@@ -27,9 +27,9 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from optimizer.exporters.lint import lint
-from optimizer.exporters.problem import YAML_SUFFIXES, ExportValidationError, Problem, yaml_problem
-from optimizer.exporters.schemas import default_schemas_dir
+from optimizer.exporters.checks.lint import lint
+from optimizer.exporters.checks.problem import YAML_SUFFIXES, ExportValidationError, Problem, yaml_problem
+from optimizer.exporters.checks.schemas import default_schemas_dir
 
 SCHEMA_FILES = {
     ("keda.sh", "ScaledObject"): "keda.sh_scaledobjects.yaml",

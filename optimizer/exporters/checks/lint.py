@@ -49,10 +49,10 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from optimizer.exporters.lint_autoscalers import hpa_rules, number, scaled_object_rules
+from optimizer.exporters.checks.lint_autoscalers import hpa_rules, number, scaled_object_rules
+from optimizer.exporters.checks.problem import YAML_SUFFIXES, Problem
 from optimizer.exporters.names import is_label
 from optimizer.exporters.policy_fields import param_problems
-from optimizer.exporters.problem import YAML_SUFFIXES, Problem
 
 CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding",
                   "CustomResourceDefinition", "ResourceFlavor", "ClusterQueue", "Cohort"}

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from optimizer.exporters import render_all
-from optimizer.exporters.readback import lookahead_fields, manifest_params
+from optimizer.exporters.checks.readback import lookahead_fields, manifest_params
 from optimizer.inference.lookahead import promql
 from optimizer.plan.policy import InferenceParams
 from optimizer.rivals.expressed import expressed_params
