@@ -23,11 +23,12 @@ Workloads, scraped every minute for one day:
 
 * **team-train** and **team-research** submit Jobs to the Kueue ClusterQueues ``cq-train`` and
   ``cq-research`` of the cohort ``fleet`` (ResourceFlavors ``a100-80gb`` and ``h100-80gb``, nominal quota
-  per flavor, borrowing within the cohort). A Job may use one flavor or try two in order (flavor
-  fungibility); Kueue admits it to the first flavor with room in the cohort and injects that flavor's
-  ``nodeSelector`` (``nvidia.com/gpu.product``). A suspended Job has no pod; an admitted one's pod is
-  Pending (no node) until a node of its model has room, then Running. Before 06:00 H100 has one whole
-  GPU, so admitted H100 Jobs wait as Pending pods with a nodeSelector on the model.
+  per flavor, borrowing within the cohort). A team-train Job may use one flavor or try two in order (flavor
+  fungibility), a team-research Job runs on A100s only; Kueue admits a Job to the first flavor with room
+  in the cohort and injects that flavor's ``nodeSelector`` (``nvidia.com/gpu.product``). A suspended Job
+  has no pod; an admitted one's pod is Pending (no node) until a node of its model has room, then Running.
+  Before 06:00 H100 has one whole GPU, so admitted H100 Jobs wait as Pending pods with a nodeSelector on
+  the model.
 * **team-serve** runs pods (no Kueue) with a nodeSelector: whole L4s, time-sliced L4 replicas
   (``NVIDIA-L4-SHARED``), 1g.10gb slices on ``a100-mig`` (``nvidia.com/gpu`` there) and
   ``nvidia.com/mig-3g.40gb`` slices on the H100s. After 20:00 its whole-L4 pods wait Pending.
@@ -168,9 +169,10 @@ def _arrivals(rng: np.random.Generator) -> list[Pod]:
             if rng.random() < rate:
                 n += 1
                 flv = [("a100-80gb",), ("h100-80gb",), ("a100-80gb", "h100-80gb"), ("h100-80gb", "a100-80gb")]
+                pick = flv[int(rng.integers(0, 4))]
                 pods.append(Pod(f"{ns}-job-{n:03d}", ns, GPU, int(rng.choice([1, 1, 2, 4, 8])), m,
                                 int(rng.integers(20, 120)), float(rng.choice([40, 60, 90, 100])),
-                                flavors=flv[int(rng.integers(0, 4))]))
+                                flavors=pick if ns == "team-train" else ("a100-80gb",)))
         for product, res, rate in serve_kinds:
             if not SERVE_QUIET[0] <= m < SERVE_QUIET[1] and rng.random() < rate:
                 n += 1

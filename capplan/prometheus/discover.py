@@ -32,7 +32,7 @@ import yaml
 
 from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
-from capplan.prometheus.gpu_inventory import GpuInventory, inventory, starter_series
+from capplan.prometheus.gpu_inventory import GpuInventory, inventory, set_namespace_models, starter_series
 from capplan.prometheus.parse import check_result
 from capplan.promql.render import mig_share
 
@@ -138,6 +138,7 @@ def starter_config(found: Found, url: str, header_names: list[str], store: str =
         series.append({"id": f"kueue/{_slug(q)}", "template": "kueue_admitted_gpus", "selector": {"cluster_queue": q}})
         series.append({"id": f"kueue/{_slug(q)}/pending", "template": "kueue_pending_gpus",
                        "selector": {"cluster_queue": q}})
+    set_namespace_models(series, found.gpus)  # a namespace that ran on one GPU model only
     series += starter_series(found.gpus)  # per GPU model and Kueue flavor, with gpu_model
     for s in series:
         s.update(kind="training", unit="gpu", step="5m", timezone="UTC")

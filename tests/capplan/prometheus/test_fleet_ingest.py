@@ -156,6 +156,10 @@ def test_discover_lists_models_flavors_and_mig_and_sets_gpu_model(fleet, engines
             assert (s["gpu_model"], s["template"], s["selector"]) == (m, template, {"gpu_product": GPU_PRODUCT[m]})
     assert by_id["gpu/L4/capacity"]["params"] == {"shared_replicas": str(sf.REPLICAS)}
     assert by_id["kueue/flavor/a100-80gb"]["gpu_model"] == "A100-80GB"
+    # a namespace that ran on one model only is planned on it; one that ran on several is left unset
+    assert found["namespace_gpu_models"]["team-research"] == ["A100-80GB"]
+    assert found["namespace_gpu_models"]["team-serve"] == sorted(sf.MODELS)
+    assert by_id["pool/team-research"]["gpu_model"] == "A100-80GB" and "gpu_model" not in by_id["pool/team-serve"]
     assert flavors["a100-80gb"]["gpu_model"] == "A100-80GB"
     assert flavors["a100-80gb"]["peak_usage"] == truth_per_step(fleet.truth)["admitted/a100-80gb"].loc[:at].max()
     # the written config pulls, and its per-model series equal the truth
