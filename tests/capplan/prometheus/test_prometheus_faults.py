@@ -19,7 +19,7 @@ import pytest
 from capplan.config.prometheus import PrometheusConfig
 from capplan.config.settings import CapplanConfig, SeriesConfig
 from capplan.prometheus.client import PrometheusClient
-from capplan.promql import render
+from capplan.promql.render import render
 from capplan.sources.prometheus import pull
 from capplan.store.local import Store
 from optimizer.exporters.settings import ExportSettings
