@@ -29,6 +29,9 @@ CASES = {
     "capacity-model": ("k8s_gpus_allocatable_by_model", "gpu_product", PRODUCT, 2.0),
     "requested-model": ("k8s_gpus_requested_by_model", "gpu_product", PRODUCT, 1.0),
     "requested-namespace": ("k8s_gpus_requested", "namespace", {"a": "team-a", "b": "team-b"}, 1.0),
+    "requested-node": ("k8s_gpus_requested", "node", {"a": "node-a", "b": "node-b"}, 1.0),
+    "reporting-model": ("dcgm_gpus_reporting", "gpu_model", {"a": "A100-80GB", "b": "L4"}, 2.0),
+    "quota-flavor": ("kueue_nominal_quota_gpus", "flavor", {"a": "a100-80gb", "b": "l4"}, 4.0),
     "volcano-queue": ("volcano_queue_allocated_gpus", "queue_name", {"a": "q-a", "b": "q-b"}, 1.0),
     "kueue-flavor": ("kueue_admitted_gpus", "flavor", {"a": "a100-80gb", "b": "l4"}, 1.0),
 }
