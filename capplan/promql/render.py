@@ -96,15 +96,15 @@ def render(template: str, selector: dict[str, str] | None = None, params: dict[s
     selector = dict(selector or {})
     keys = [k for k in ("gpu_product", "gpu_model") if k in selector]
     by_model, dcgm = template.endswith("_by_model"), template.startswith("dcgm_")
-    if len(keys) != 1 and by_model:
+    if len(keys) > 1:
+        raise InputError(f"template {template!r}: set selector.gpu_product or selector.gpu_model, not both")
+    if not keys and by_model:
         raise InputError(f"template {template!r}: needs one of selector.gpu_product (the GFD product label, e.g. "
                          "NVIDIA-A100-SXM4-80GB; `capplan discover` lists them) or selector.gpu_model (a catalogue "
                          "model, e.g. A100-80GB)")
     if keys and not (by_model or dcgm):
         raise InputError(f"template {template!r}: selector.{keys[0]} selects a GPU model only in the *_by_model "
                          "and dcgm_* templates; a Kueue flavor is selected with selector.flavor")
-    if len(keys) > 1:
-        raise InputError(f"template {template!r}: set selector.gpu_product or selector.gpu_model, not both")
     rx, model_rx = models.patterns(keys[0], selector.pop(keys[0]), template) if keys else ("", "")
     if exported_labels and dcgm and selector:
         selector = {(f"exported_{k}" if k in WORKLOAD_LABELS else k): v for k, v in selector.items()}
