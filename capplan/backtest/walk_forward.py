@@ -205,7 +205,7 @@ def _figures(m: Metrics, limit: float) -> dict:
 
 def week_one(item: WeekTask) -> dict:
     """Tune, replay and rank one walk-forward step (module docstring): the week's document
-    ``{"week", "start", "end", "tuning", "recommended_policy" (``rule`` when the tuning kept the calibrated
+    ``{"week", "start", "end", "tuning", "recommendation" (``rule`` when the tuning kept the calibrated
     rule, else ``searched``, the baseline or a peer: :func:`optimizer.rivals.incumbent.recommended_name`), "params"
     (the searched policy, as tuned), "limit_usd", "policies": {name: figures}, "rank", "notes"}``; ``week``
     counts the series' complete weeks from 1, ``start``/``end`` (exclusive) are UTC ISO 8601."""
@@ -218,7 +218,7 @@ def week_one(item: WeekTask) -> dict:
         pol["searched"] = oc.searched
     return {"week": item.k + 1, "start": item.week[0].isoformat(), "end": item.week[1].isoformat(),
             "tuning": [item.tune[0].isoformat(), item.tune[1].isoformat()],
-            "recommended_policy": recommended_name(oc.recommended_policy, oc.tuning), "params": tuned.params,
+            "recommendation": recommended_name(oc.recommended_policy, oc.tuning), "params": tuned.params,
             "limit_usd": limit,
             "policies": {n: _figures(m, limit) for n, m in pol.items()},
             "rank": rank_of_recommended(task, tuned, oc.baseline, oc.peers or {}), "notes": list(oc.notes)}

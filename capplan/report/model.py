@@ -178,13 +178,15 @@ class SeriesReport(_Model):
     baseline: PolicyMetrics
     recommended: RecommendedMetrics
     random_search: PolicyMetrics | None = None
-    recommended_policy: str = Field(default="searched", description="searched, or the baseline/peer that beat it "
-                                    "on the tuning window (optimizer.search.tuning)")
-    recommendation: str | None = Field(default=None, description="as tables name it: rule (the calibrated rule the "
-                                       "search did not beat), searched, the baseline or a peer (derived)")
-    searched: PolicyMetrics | None = Field(default=None, description="the searched policy and its parameters, kept "
-                                           "when a baseline/peer is recommended instead (its exported form is in "
-                                           "recommended.params)")
+    recommendation: str = Field(default="searched", description="what is recommended and exported, one word "
+                                "everywhere (table, dashboard, manifests' comments): rule (the calibrated rule the "
+                                "search did not beat, optimizer.rivals.incumbent), searched (the searched policy), or "
+                                "a peer the exports express (optimizer.rivals.expressed); `recommended` holds its "
+                                "figures, the replay of the exported objects. Reports written before it carried "
+                                "`recommended_policy`, read into this field")
+    searched: PolicyMetrics | None = Field(default=None, description="the searched policy's figures when a peer is "
+                                           "recommended instead (its exported form is in recommended.params); null "
+                                           "when the recommendation is rule or searched")
     peers: dict[str, PolicyMetrics] = Field(default_factory=dict, description="peer policies (optimizer.rivals.peers)")
     oracle: OracleFigures | None = None
     quota: QuotaFigures | None = Field(default=None, description="set when the plan needs more than the pool's quota: "
@@ -206,11 +208,23 @@ class SeriesReport(_Model):
                                    "tuned policy of an identical tuning window, replayed on the new evaluation "
                                    "window). Empty without a store")
 
-    @model_validator(mode="after")
-    def _name_the_recommendation(self) -> "SeriesReport":
-        """``recommendation`` from ``recommended_policy`` and ``tuning`` (also for reports written before it)."""
-        self.recommendation = self.recommendation or recommended_name(self.recommended_policy, self.tuning)
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _read_recommended_policy(cls, data: Any) -> Any:
+        """Reports written before ``recommendation`` was the one field: their ``recommended_policy`` (``searched``,
+        the baseline or a peer) and ``tuning`` give it (:func:`optimizer.rivals.incumbent.recommended_name`)."""
+        if isinstance(data, dict) and "recommended_policy" in data:
+            data = dict(data)
+            old = data.pop("recommended_policy") or "searched"
+            if not data.get("recommendation"):
+                data["recommendation"] = recommended_name(old, data.get("tuning") or {})
+        return data
+
+    @property
+    def recommended_policy(self) -> str:
+        """:attr:`recommendation` in :class:`optimizer.search.tuning.SearchOutcome`'s words: ``searched`` for the
+        rule or the searched policy (both are the search's kept policy), else the peer's name."""
+        return "searched" if self.recommendation in ("rule", "searched") else self.recommendation
 
     def policies(self) -> dict[str, PolicyMetrics]:
         """``policy name -> metrics`` on the evaluation window, recommended and baseline first
@@ -342,7 +356,7 @@ def build_report(run: RunInfo, prep, fc, scores: dict, outcomes: dict, plans: li
             baseline=PolicyMetrics.of(oc.baseline, oracle),
             recommended=RecommendedMetrics(**PolicyMetrics.of(oc.recommended, oracle).model_dump(), params=oc.params),
             random_search=PolicyMetrics.of(oc.random, oracle),
-            recommended_policy=oc.recommended_policy,
+            recommendation=recommended_name(oc.recommended_policy, oc.tuning),
             searched=PolicyMetrics.of(oc.searched, oracle),
             peers={k: PolicyMetrics.of(m, oracle) for k, m in (oc.peers or {}).items()},
             oracle=OracleFigures(**oc.oracle.model_dump()) if oc.oracle is not None else None,

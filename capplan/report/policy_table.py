@@ -28,7 +28,7 @@ def _rank(r: dict) -> str:
 
 def _label(p: str, week: dict) -> str:
     if p == "recommended":
-        return f"recommended ({week['recommended_policy']})"
+        return f"recommended ({week['recommendation']})"
     if p == "searched":
         return "searched (not recommended)"
     return p
@@ -42,7 +42,7 @@ def _policies(week: dict) -> list[str]:
 
 def csv_rows(doc: dict) -> list[dict]:
     """One row per series, scored week and policy: ``series_id, week, start, end, tuning_start,
-    tuning_end, policy, recommended_policy, limit_usd, cost_usd, coverage, idle_ratio, unmet,
+    tuning_end, policy, recommendation, limit_usd, cost_usd, coverage, idle_ratio, unmet,
     regret`` and, on the recommendation's row, ``rank_tuning, rank_next_week, candidates,
     rank_spearman``."""
     rows = []
@@ -51,7 +51,7 @@ def csv_rows(doc: dict) -> list[dict]:
             for p in _policies(w):
                 row = {"series_id": sid, "week": w["week"], "start": w["start"], "end": w["end"],
                        "tuning_start": w["tuning"][0], "tuning_end": w["tuning"][1], "policy": p,
-                       "recommended_policy": w["recommended_policy"], "limit_usd": w["limit_usd"],
+                       "recommendation": w["recommendation"], "limit_usd": w["limit_usd"],
                        **w["policies"][p]}
                 if p == "recommended":
                     r = w["rank"]

@@ -45,8 +45,7 @@ reg = []
 for sid_, s_ in sorted(series.items()):
     pols = {"recommended": s_.recommended, "baseline": s_.baseline, **s_.peers}
     for name, m in pols.items():
-        reg.append({"series": sid_, "policy": name + (f" ({s_.recommendation})" if name == "recommended"
-                                                      and s_.recommendation != "searched" else ""),
+        reg.append({"series": sid_, "policy": name + (f" ({s_.recommendation})" if name == "recommended" else ""),
                     "regret": m.regret, "cost (USD)": round(m.cost_usd),
                     "coverage": c.pct(m.coverage), "idle ratio": c.pct(m.idle_ratio),
                     "oracle (USD)": round(s_.oracle.cost_usd) if s_.oracle else None})
@@ -61,8 +60,8 @@ s = series[sid]
 raw = c.raw_report(*ctx.key)
 raw_s = raw["series"].get(sid, {})
 r, b = s.recommended, s.baseline
-chosen = s.recommended_policy
-shown = s.recommendation  # "rule" when the tuning kept the calibrated rule
+shown = s.recommendation  # the one word: rule, searched or the peer the exports express
+chosen = s.recommended_policy  # "searched" for the rule or the searched policy
 st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(shown)}**"
             + ("" if chosen == "searched" else " (it beat the searched policy, shown apart below)"))
 
@@ -77,7 +76,8 @@ cols[2].metric("Idle ratio", c.pct(r.idle_ratio), delta=f"{100 * (r.idle_ratio -
                delta_color="inverse")
 cols[3].metric(f"Unmet ({c.unit_hours(s.unit)})", f"{r.unmet:,.1f}", delta=f"{r.unmet - b.unmet:+,.1f}",
                delta_color="inverse")
-st.caption(f"Figures of the recommended policy ({chosen}) on the evaluation window.")
+st.caption(f"Figures of the recommendation ({shown}) on the evaluation window: the replay of the exported "
+           "objects.")
 
 
 def figures(m) -> pd.DataFrame:
@@ -98,16 +98,18 @@ with left:
         st.json(r.params, expanded=True)
     else:
         baseline_plan = s.plan.baseline.model_dump() if chosen == "baseline" else None
-        st.markdown(f"**Recommended: {nt.md_escape(chosen)}** (its parameters and its figures)")
-        st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=True)
+        st.markdown(f"**Recommended: {nt.md_escape(chosen)}** as exported (optimizer.rivals.expressed): the "
+                    "parameters the exports carry and their figures; the peer's own replay is its row above")
+        st.json(r.params, expanded=True)
+        st.markdown(f"The {nt.md_escape(chosen)} rule the exports express:")
+        st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=False)
     st.table(figures(r).set_index("cost (USD)"))
     st.markdown("**Purchase mix** (recommended)")
     c.show_mix(nt.mix_of(raw_s.get("recommended")), "GPU-hours and USD per purchase on the evaluation window.")
 with right:
     if chosen != "searched":
-        st.markdown("**Searched policy (not recommended)**: the search's tuned parameters and their figures; "
-                    "the manifests may still carry its capacity (see the notes above)")
-        st.json(r.params, expanded=False)
+        st.markdown("**Searched policy (not recommended)**: its figures on the evaluation window; the exports "
+                    "carry the recommendation's parameters (left)")
         if s.searched is not None:
             st.table(figures(s.searched).set_index("cost (USD)"))
     st.markdown("**Capacity plan**")

@@ -84,7 +84,8 @@ def mix_comment(p: SeriesPlan) -> str | None:
     if not mix:
         return None
     total = sum(v["gpu_hours"] for v in mix.values()) or 1.0
-    line = f"{p.series_id}: " + ", ".join(
+    word = f" (recommendation: {p.recommendation})" if p.recommendation else ""
+    line = f"{p.series_id}{word}: " + ", ".join(
         f"{k.replace('_', ' ')} {100 * v['gpu_hours'] / total:.0f} % ({v['cost_usd']:,.0f} USD)"
         for k, v in mix.items())
     if p.kind == "training" and mix["spot"]["gpu_hours"] >= total * 0.995:

@@ -168,3 +168,6 @@ class SeriesPlan(BaseModel):
     baseline: Metrics
     forecast_version: str = ""
     fallbacks: list[str] = Field(default_factory=list)
+    recommendation: str = Field(default="", description="report.json's word for what ``params`` carry: rule, "
+                                "searched or an expressed peer (optimizer.rivals.incumbent.recommended_name); "
+                                "said in policy.yaml's header comments; empty when read back from policy.yaml")

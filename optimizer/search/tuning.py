@@ -26,8 +26,10 @@ engineer sets up without capplan if it beats it; a tuning window too short to te
 policies apart can leave several at the same cost, and the tie-break would otherwise pick
 by safety alone. (Training pools keep their tie-break, :func:`optimizer.search.policy_search.pick_best`.) An inference
 peer is judged, recommended and exported as the policy that expresses it (:mod:`optimizer.rivals.expressed`), so the
-manifests replay to the recommended figures; a rival with no expression leaves the searched policy in the exports (a
-note).
+manifests replay to the recommended figures. A rival with no expression (the baseline, the hourly training peers) is
+never the recommendation: the exports cannot carry it, so the kept policy (the calibrated rule or the searched policy)
+stays recommended, its figures are the exported objects' replay, and a note names the cheaper rival (its figures are its
+own row).
 
 **Refinement.** The search starts from the best policy of a deterministic scan of the cost-optimal layers
 (:func:`optimizer.search.policy_search.grid_scan`; for inference services without a grid, the best of the anchors);
@@ -69,7 +71,7 @@ from optimizer.engine.replay_core import ReplayInput
 from optimizer.inference.lookahead import cold_steps, lead_steps
 from optimizer.plan.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.rivals import baseline as base
-from optimizer.rivals.expressed import expressed_params
+from optimizer.rivals.expressed import expressed_params, expressible
 from optimizer.rivals.incumbent import challenge, incumbent_for, kept_name
 from optimizer.rivals.judge import RULE_KEPT, SEARCHED_KEPT, days_totals, rival_margin, rival_wins
 from optimizer.rivals.peers import replay_peers
@@ -335,14 +337,15 @@ def tune_policy(task: SearchTask) -> Tuned:
     tol = 1e-9 * max(1.0, abs(best_obj))
     tied = task.kind == "inference" and rivals[best_rival] <= best_obj + tol  # a tie goes to the rival (docstring)
     if rival_wins(best_obj, rivals[best_rival], margin) or tied:
-        chosen = best_rival
+        carried = expressible(best_rival, task.kind)  # what the exports cannot carry is not recommended
+        chosen = best_rival if carried else "searched"
         verb = "matched" if rivals[best_rival] >= best_obj - tol else "beat"
         notes.append(f"policy: the {best_rival} policy {verb} the {kept_name(tuning)} on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit} at coverage target {target:.2f}), "
-                     f"so it is recommended; " + ("the exports carry it as the policy that expresses it "
-                                                 "(optimizer.rivals.expressed)"
-                                                 if expressed_params(best_rival, task.kind, {}) is not None else
-                                                 f"the exports cannot express it and carry the {kept_name(tuning)}"))
+                     + ("so it is recommended; the exports carry it as the policy that expresses it "
+                        "(optimizer.rivals.expressed)" if carried else
+                        f"but the exports cannot express it, so the {kept_name(tuning)} stays the recommendation "
+                        f"(what the exports carry); the {best_rival} row shows the rival's own figures"))
     elif rivals[best_rival] < best_obj - tol:
         notes.append(f"policy: the {best_rival} policy was cheaper on the tuning window (objective "
                      f"{rivals[best_rival]:,.2f} vs {best_obj:,.2f} {unit}) by less than the days' noise "
@@ -366,6 +369,8 @@ def evaluate_policy(task: SearchTask, tuned: Tuned) -> SearchOutcome:
     bl, bl_series = pr.baseline(evalw)
     peers_eval = pr.peers(evalw)
     chosen, searched = tuned.recommended_policy, None
+    if chosen != "searched" and not expressible(chosen, task.kind):  # a stored tuning from before that rule
+        chosen = "searched"
     if chosen != "searched":  # a rival the exports express is recommended as that policy (optimizer.rivals.expressed)
         searched = rec
         ex = expressed_params(chosen, task.kind, best_params.model_dump())

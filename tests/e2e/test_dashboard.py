@@ -105,8 +105,9 @@ def test_whatif_reproduces_recorded_figures(fixture_run):
         s = fixture_run["report"]["series"][sid]
         # the params' own figures: the recommendation's when the exports carry it (a searched policy or an
         # expressible peer, optimizer.rivals.expressed), else the searched policy's
-        carried = s["recommended_policy"] == "searched" or expressible(s["recommended_policy"], s["kind"])
-        rec = s["recommended"] if carried else (s.get("searched") or s["recommended"])
+        word = s["recommendation"]  # one word: rule, searched or an expressible peer, all carried by the exports
+        assert "recommended_policy" not in s and (word in ("rule", "searched") or expressible(word, s["kind"]))
+        rec = s["recommended"]
         assert m.cost_usd == pytest.approx(rec["cost_usd"], rel=1e-9)
         assert m.coverage == pytest.approx(rec["coverage"])
         assert m.idle_ratio == pytest.approx(rec["idle_ratio"])
@@ -206,11 +207,7 @@ def test_plan_page(store_env):
         assert row["cost base. (USD)"] == round(s["baseline"]["cost_usd"])
         assert row["saving"] == f"{100 * (1 - s['recommended']['cost_usd'] / s['baseline']['cost_usd']):.1f}%"
         assert len(at.get("plotly_chart")) == 2  # convergence curve and trial scatter
-        if s.get("recommended_policy", "searched") == "searched":
-            assert json.loads(at.json[0].value) == s["recommended"]["params"]
-        else:  # a peer: its own parameters first, the searched policy's apart
-            assert json.loads(at.json[0].value) != s["recommended"]["params"]
-            assert json.loads(at.json[1].value) == s["recommended"]["params"]
+        assert json.loads(at.json[0].value) == s["recommended"]["params"]  # what the exports carry, first
 
 
 def test_manifests_page(store_env):

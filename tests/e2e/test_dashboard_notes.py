@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from capplan.report.model import Report
+from capplan.report.model import Report, SeriesReport
 from capplan.report.peer_params import policy_parameters
 from capplan.report.validation import folder_files
 from dashboards import notes as nt
@@ -243,15 +243,17 @@ def test_plan_page_shows_each_series_notes_and_peer_figures(synth):
         params = json.loads(at.json[0].value)
         fig = at.table[0].value
         assert fig.index[0] == f"${s['recommended']['cost_usd']:,.0f}"  # the recommended policy's own figures
-        if s["recommended_policy"] == "searched":
-            assert params == s["recommended"]["params"]
+        rec = SeriesReport.model_validate(s).recommendation  # the one word (old key read)
+        assert f"Figures of the recommendation ({rec})" in body and "recommended policy (searched)" not in body
+        assert params == s["recommended"]["params"]  # what the exports carry, beside its figures
+        if rec in ("rule", "searched"):
             rule = s["tuning"].get("incumbent_kept", False)  # named as the rule it is, not as the search
             assert (f"recommended policy **{'rule' if rule else 'searched'}**" in body
                     and ("Recommended: the calibrated rule" in body) == rule), sid
-        else:  # the peer's parameters beside the peer's figures; the searched policy apart with its own
-            assert params == policy_parameters(s["recommended_policy"])
-            assert "searched" not in json.dumps(params) and params.get("family") is None
-            assert json.loads(at.json[1].value) == s["recommended"]["params"]
+        else:  # the exported expression first, the peer's own rule after; the searched policy apart
+            peer = json.loads(at.json[1].value)
+            assert peer == policy_parameters(rec)
+            assert "searched" not in json.dumps(peer) and peer.get("family") is None
             assert f"${s['searched']['cost_usd']:,.0f}" in [t.value.index[0] for t in at.table[1:]]
             assert any("Searched policy (not recommended)" in m.value for m in at.markdown)
             assert "recommended policy **naive_conformal**" in body
@@ -383,8 +385,9 @@ def test_browser_every_warning_page_by_page(synth, synth_server, tmp_path):
             driver.get(f"{synth_server}/plan?series={sid}")
             own = [t for w, t in items if w == sid and t != "coverage"]
             expect = own + [f"{sid}: recommended policy"]
-            if s["recommended_policy"] != "searched":
-                expect += [f"Recommended: {s['recommended_policy']}", "Searched policy (not recommended)",
+            rec = SeriesReport.model_validate(s).recommendation
+            if rec not in ("rule", "searched"):
+                expect += [f"Recommended: {rec}", "Searched policy (not recommended)",
                            f"${s['searched']['cost_usd']:,.0f}", "q95 of the change"]
             body = _body_with(driver, expect)
             driver.save_screenshot(str(tmp_path / f"plan-{sid.replace('/', '_')}.png"))

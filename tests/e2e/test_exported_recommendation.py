@@ -50,8 +50,8 @@ def test_every_series_exports_what_it_recommends(plan_run, fast_config):
             params.update(carried)
         m, _ = load_whatif(out, sid, cfg).simulate(params)
         rec = s["recommended"]
-        assert math.isclose(m.cost_usd, rec["cost_usd"], rel_tol=1e-6), (sid, s["recommended_policy"], m, rec)
-        assert math.isclose(m.coverage, rec["coverage"], rel_tol=1e-9), (sid, s["recommended_policy"], m, rec)
+        assert math.isclose(m.cost_usd, rec["cost_usd"], rel_tol=1e-6), (sid, s["recommendation"], m, rec)
+        assert math.isclose(m.coverage, rec["coverage"], rel_tol=1e-9), (sid, s["recommendation"], m, rec)
 
 
 def test_an_expressed_peer_is_a_valid_policy_that_keeps_the_service_fields():

@@ -108,7 +108,8 @@ def table_rows(report: Report, doc: dict | None = None) -> tuple[list[Column], l
         for i, name in enumerate(n for n in pols if n not in TABLE_SKIP):
             m = pols[name]
             saving = "" if name == "baseline" else _pct(_saving(m, base)[1]) if base else ""
-            row = [sid if i == 0 else "", name.replace("_", " "), s.kind if i == 0 else "",
+            label = f"recommended ({s.recommendation})" if name == "recommended" else name.replace("_", " ")
+            row = [sid if i == 0 else "", label, s.kind if i == 0 else "",
                    f"{m.cost_usd:,.0f}" if m.cost_usd is not None else "n/a", _pct(m.coverage), _pct(m.idle_ratio),
                    f"{m.unmet:,.1f} {_unit(s)}" if m.unmet is not None else "", saving]
             row += [f.format(getattr(m, k)) if getattr(m, k) is not None else "" for k, _, f in extras]
@@ -133,6 +134,7 @@ def csv_rows(report: Report, doc: dict | None = None) -> list[dict]:
         for name, m in pols.items():
             usd, ratio = _saving(m, base)
             rows.append({"series_id": sid, "kind": s.kind, "unit": s.unit, "policy": name,
+                         "recommendation": s.recommendation,
                          "cost_usd": _round(m.cost_usd, 2), "saving_usd": _round(usd, 2),
                          "saving_ratio": _round(ratio, 4), "regret": _round(m.regret, 3),
                          "coverage": _round(m.coverage, 4), "idle_ratio": _round(m.idle_ratio, 4),
@@ -155,6 +157,11 @@ def print_report(report: Report, console: Console, verbose: bool = False, doc: d
         console.print(line, highlight=False, markup=False)
     if any(c is MIX_COLUMN for c in cols):
         console.print("(mix % R/S/D: reserved/spot/on-demand percent of each policy's GPU-hours)", highlight=False,
+                      markup=False)
+    peers = sorted({s.recommendation for s in report.series.values() if s.recommendation not in ("rule", "searched")})
+    if peers:
+        console.print(f"(recommended ({', '.join(peers)}): the policy the exports carry, which expresses that peer "
+                      "(optimizer.rivals.expressed); the peer's own row replays its rule as such)", highlight=False,
                       markup=False)
     print_notes(report, console, verbose)
 

@@ -21,6 +21,7 @@ from optimizer.book.prices import price_for
 from optimizer.exporters import export_warnings, write_all
 from optimizer.plan.capacity import capacity_plan
 from optimizer.plan.policy import SeriesPlan
+from optimizer.rivals.incumbent import recommended_name
 from optimizer.search.tuning import SearchOutcome
 from optimizer.training.newsvendor import critical_ratios
 
@@ -84,7 +85,8 @@ def series_plans(prep: Prepared, fc: Forecasts, outcomes: dict[str, SearchOutcom
                              spot_share=share, price=price)
         plans.append(SeriesPlan(series_id=sid, kind=meta.kind, unit=meta.unit, gpu_model=meta.gpu_model,
                                 timezone=meta.timezone, params=oc.params, plan=plan, recommended=oc.recommended,
-                                baseline=oc.baseline, forecast_version=run_id, fallbacks=ledger.notes(sid)))
+                                baseline=oc.baseline, forecast_version=run_id, fallbacks=ledger.notes(sid),
+                                recommendation=recommended_name(oc.recommended_policy, oc.tuning)))
     return plans
 
 

@@ -138,7 +138,7 @@ def test_a_step_sees_nothing_after_its_week_and_tunes_on_nothing_after_its_tunin
     comb3 = comb.copy()
     comb3.loc[comb3["issued_at"] >= start - STEP, ["p50", "p90", "p95", "p99"]] += 10
     doc3 = week_one(_item(h3, comb3))
-    assert doc3["params"] == doc["params"] and doc3["recommended_policy"] == doc["recommended_policy"]
+    assert doc3["params"] == doc["params"] and doc3["recommendation"] == doc["recommendation"]
     assert doc3["rank"]["tuning"] == doc["rank"]["tuning"]
     assert doc3["limit_usd"] > doc["limit_usd"]  # more demand, a dearer perfect-foresight plan
     assert doc3["policies"]["recommended"]["cost_usd"] != doc["policies"]["recommended"]["cost_usd"]

@@ -115,9 +115,10 @@ def test_report_json_has_the_summary(plan_run):
     total = sum(v["recommended"]["cost_usd"] for v in rep["series"].values())
     assert s["cost_usd"]["recommended"] == pytest.approx(total, abs=0.01)
     assert {"recommended", "baseline", "random_search"} <= set(s["cost_usd"])
-    for sid, v in rep["series"].items():  # the rule a training pool kept is named so, not "searched"
-        kept = v["recommended_policy"] == "searched" and v["tuning"].get("incumbent_kept", False)
-        assert v["recommendation"] == ("rule" if kept else v["recommended_policy"]), sid
+    for sid, v in rep["series"].items():  # one word: the rule a training pool kept is named so, not "searched"
+        assert "recommended_policy" not in v, sid
+        kept = v["tuning"].get("incumbent_kept", False)
+        assert (v["recommendation"] == "rule") == (kept and v["searched"] is None), sid
 
 
 # 13 -----------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from forecasting.regularise import regularise, to_hourly
 from forecasting.types import QCOLS, SeriesMeta
 from optimizer.book.prices import default_price_book
 from optimizer.engine.inputs import replay_input
+from optimizer.rivals.expressed import expressible
 from optimizer.search.settings import SearchSettings
 from optimizer.search.tuning import SearchTask, search_one
 
@@ -74,7 +75,8 @@ def test_recommended_cost_within_3_percent_over_seeds_and_runs(prepared, sid):
         assert o.tuning["incumbent_kept"] == (dd["searched"] >= dd["rule"] - dd["margin"])
         kept = dd["rule"] if o.tuning["incumbent_kept"] else dd["searched"]
         best = min(set(dd) - {"rule", "searched", "margin", "rival_margin", "target"}, key=lambda k: dd[k])
-        assert (o.recommended_policy == "searched") == (dd[best] >= kept - dd["rival_margin"]) and dd["target"] == 0.95
+        lost = dd[best] >= kept - dd["rival_margin"] or not expressible(best, "training")  # never an unexported rival
+        assert (o.recommended_policy == "searched") == lost and dd["target"] == 0.95
     # a fleet run's forecasts differ a little (here: 1 % higher everywhere): same layers, cost within 3 %
     alone, fleet = out[0], search_one(_task(prepared, sid, 0, scale=1.01))
     assert alone.recommended_policy == fleet.recommended_policy
