@@ -284,3 +284,11 @@ def makeup_regressor(ds: pd.Series, timezone: str | None = None) -> np.ndarray:
     years = sorted(set(idx.year.tolist())) or [2020]
     _, makeup = china_days(years)
     return np.fromiter((d in makeup for d in idx.date), dtype=float, count=len(idx))
+
+
+def event_name(v) -> str:
+    """A ``forecast.events`` entry: a name of :data:`forecasting.calendar.CUSTOM_EVENTS` (YAML reads
+    ``618`` as a number). Raises ValueError for anything else."""
+    if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) in CUSTOM_EVENTS:
+        return str(v)
+    raise ValueError(f"not a known event; known: {', '.join(sorted(CUSTOM_EVENTS))}")

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
 from capplan.config import fleet as fleet_cfg
 from capplan.config.fleet import FleetConfig, SeriesFleetKeys, catalogue_from, check_series_keys, parse_models
@@ -45,9 +45,8 @@ from capplan.promql.render import outer_aggregation
 from capplan.promql.steps import step_query, window_selectors
 from capplan.store.remote_models import RemoteModelRegistry
 from capplan.store.retention import RetentionConfig
-from forecasting.calendar import CUSTOM_EVENTS
 from forecasting.registry import ModelRegistry
-from forecasting.tiers import available, tier_options
+from forecasting.tiers import available, forecaster_class, tier_options
 from optimizer.book.prices import GpuPrice, default_price_book
 from optimizer.exporters.settings import ExportSettings, TargetSettings
 from optimizer.search.settings import SearchSettings
@@ -169,47 +168,11 @@ class SeriesConfig(BaseModel):
         return parse_duration(self.step)
 
 
-def _event_name(v):
-    """A ``forecast.events`` entry: a name of :data:`forecasting.calendar.CUSTOM_EVENTS` (YAML reads
-    ``618`` as a number). Raises ValueError for anything else."""
-    if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v) in CUSTOM_EVENTS:
-        return str(v)
-    raise ValueError(f"not a known event; known: {', '.join(sorted(CUSTOM_EVENTS))}")
-
-
-class ForecastConfig(BaseModel):
-    """Tier options."""
+class _ForecastOptions(BaseModel):
+    """Tier options: each registered model's own settings, under their ``forecast:`` keys (declared once, in the
+    model's ``settings`` class in ``forecasting/tiers/``), then the section's rolling-origin and registry options."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    lstm_epochs: int = Field(default=20, ge=1, le=1000, description="training epochs of the daily tier's LSTM "
-                             "(at most; early stopping may end sooner)")
-    lstm_units: int = Field(default=32, ge=1, le=1024, description="LSTM units of the daily tier's network")
-    lstm_max_windows: int = Field(default=2000, ge=16, le=1_000_000, description="training windows the LSTM sees per "
-                                  "fit at most (an even subsample of them when there are more)")
-    lstm_members: int = Field(default=5, ge=1, le=16, description="networks in the daily tier's ensemble, each "
-                              "from its own seed; the forecast is their mean, quantile by quantile, so the seed moves "
-                              "it less (about 1/sqrt(members) of one network's spread) at members x the training cost")
-    prophet_samples: int = Field(default=300, ge=50, le=10_000, description="Prophet's uncertainty_samples: simulated "
-                                 "paths its p90-p99 quantiles come from (weekly tier and the default-Prophet peer)")
-    events: list[Annotated[str, BeforeValidator(_event_name)]] = Field(
-        default_factory=list, max_length=len(CUSTOM_EVENTS),
-        description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
-        "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
-    prophet_holdout: bool = Field(default=True, description="fit the weekly tier's second, holdout-week Prophet "
-                                  "model that sizes how much of Prophet's predicted change its forecast keeps "
-                                  "(false: all of it; quick runs)")
-    training_origin_hours: Literal[4, 8, 12, 24] = Field(
-        default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
-        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 12")
-    registry_keep: int = Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in the "
-                               "registry (`models:`); older ones are removed after each save")
-
-    @field_validator("events")
-    @classmethod
-    def _once(cls, v):
-        if len(set(v)) < len(v):
-            raise ValueError("an event is listed twice")
-        return v
 
     def registry(self, root: str):
         """The model registry at ``root`` with this retention (:class:`forecasting.registry.ModelRegistry`)."""
@@ -222,6 +185,49 @@ class ForecastConfig(BaseModel):
         model reads its own typed settings from this section (:func:`forecasting.tiers.tier_options`)."""
         section = self.model_dump()
         return {n: tier_options(n, section) for n in available()}
+
+
+def _tier_validators() -> dict[str, classmethod]:
+    """The field validators of the registered models' settings (an event listed twice), carried onto the generated
+    section under its keys, so that a bad value is a config error at load that names ``forecast.<key>``."""
+    out = {}
+    for name in available():
+        settings = forecaster_class(name).settings
+        for vname, dec in settings.__pydantic_decorators__.field_validators.items():
+            keys = [settings.model_fields[f].alias or f for f in dec.info.fields]
+            out[f"_{name}_{vname}"] = field_validator(*keys, mode=dec.info.mode)(dec.func.__func__)
+    return out
+
+
+def _tier_fields() -> dict[str, tuple]:
+    """The ``forecast:`` keys the registered models declare (:func:`forecasting.tiers.available`, each model's
+    ``settings``), as ``key -> (type, Field)`` for :func:`pydantic.create_model`: type, bounds, default and
+    description come from the model's settings, the one place an option is declared. Two models may read one key
+    (``prophet_samples``) only when they declare it alike. Raises TypeError otherwise."""
+    out: dict[str, tuple] = {}
+    for name in available():
+        for fname, f in forecaster_class(name).settings.model_fields.items():
+            key = f.alias or fname
+            kind = Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation
+            field = (Field(default_factory=f.default_factory, description=f.description) if f.default_factory
+                     else Field(default=f.default, description=f.description))
+            if key in out and (repr(out[key][0]), out[key][1].description) != (repr(kind), field.description):
+                raise TypeError(f"forecast.{key} is declared differently by two models' settings")
+            out.setdefault(key, (kind, field))
+    return out
+
+
+#: the section's own options, after the models' (the order of docs/configuration.md)
+_SECTION_FIELDS = {
+    "training_origin_hours": (Literal[4, 8, 12, 24], Field(
+        default=4, description="hours between the rolling origins of training pools (a multiple of 4, so every origin "
+        "keeps its 7-day forecast, forecasting.backtest.lead_cap); quick runs use 12")),
+    "registry_keep": (int, Field(default=5, ge=1, le=1000, description="model versions kept per series and tier in "
+                                 "the registry (`models:`); older ones are removed after each save")),
+}
+ForecastConfig = create_model("ForecastConfig", __base__=_ForecastOptions, __module__=__name__,
+                              __validators__=_tier_validators(), **_tier_fields(), **_SECTION_FIELDS)
+ForecastConfig.__doc__ = _ForecastOptions.__doc__
 
 
 class PlanConfig(SearchSettings):

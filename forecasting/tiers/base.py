@@ -97,6 +97,12 @@ class TierSettings(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
+    @classmethod
+    def default(cls, name: str, value=None):
+        """``value``, or the declared default of option ``name`` when ``value`` is None: a model's constructor takes
+        its defaults from here, so each option's default is declared once."""
+        return cls.model_fields[name].get_default(call_default_factory=True) if value is None else value
+
     def kwargs(self) -> dict:
         """The options as constructor keyword arguments (lists as tuples, so they hash)."""
         return {k: tuple(v) if isinstance(v, list) else v for k, v in self.model_dump().items()}

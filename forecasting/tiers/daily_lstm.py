@@ -179,18 +179,24 @@ def _build_model(units: int, seed: int, members: int = 1):
 class LSTMSettings(TierSettings):
     """The LSTM's options from the ``forecast:`` section."""
 
-    epochs: int = Field(alias="lstm_epochs", ge=1, description="training epochs per fit")
-    units: int = Field(alias="lstm_units", ge=1, description="LSTM units")
-    max_windows: int = Field(alias="lstm_max_windows", ge=16, description="training windows per fit, at most")
-    members: int = Field(alias="lstm_members", ge=1, description="networks in the ensemble, each from its own seed")
+    epochs: int = Field(default=20, alias="lstm_epochs", ge=1, le=1000, description="training epochs of the daily "
+                        "tier's LSTM (at most; early stopping may end sooner)")
+    units: int = Field(default=32, alias="lstm_units", ge=1, le=1024, description="LSTM units of the daily tier's "
+                       "network")
+    max_windows: int = Field(default=2000, alias="lstm_max_windows", ge=16, le=1_000_000, description="training "
+                             "windows the LSTM sees per fit at most (an even subsample of them when there are more)")
+    members: int = Field(default=5, alias="lstm_members", ge=1, le=16, description="networks in the daily tier's "
+                         "ensemble, each from its own seed; the forecast is their mean, quantile by quantile, so the "
+                         "seed moves it less (about 1/sqrt(members) of one network's spread) at members x the "
+                         "training cost")
 
 
 class DailyLSTM(Forecaster):
     """Global LSTM tier (see module docstring).
 
-    Options: ``epochs`` (default 20), ``units`` (32), ``batch_size`` (256),
-    ``max_windows`` (2000, an even subsample when there are more: :func:`even_subsample`),
-    ``patience`` (3), ``members`` (5: networks in the ensemble, :func:`_build_model`).
+    Options: ``epochs``, ``units``, ``max_windows`` (an even subsample when there are more: :func:`even_subsample`)
+    and ``members`` (networks in the ensemble, :func:`_build_model`), with the defaults of :class:`LSTMSettings`;
+    ``batch_size`` (256) and ``patience`` (3), which the configuration does not set.
     """
 
     step = "1h"
@@ -202,9 +208,12 @@ class DailyLSTM(Forecaster):
     arch = f"{ARCH}/{TARGET}"
     fit_options = ("seed", "epochs", "units", "batch_size", "max_windows", "patience", "members")
 
-    def __init__(self, seed: int = 0, epochs: int = 20, units: int = 32, batch_size: int = 256,
-                 max_windows: int = 2000, patience: int = 3, members: int = 5, **options):
+    def __init__(self, seed: int = 0, epochs: int | None = None, units: int | None = None, batch_size: int = 256,
+                 max_windows: int | None = None, patience: int = 3, members: int | None = None, **options):
         super().__init__(seed=seed, **options)
+        epochs, units, max_windows, members = (LSTMSettings.default(k, v) for k, v in
+                                               (("epochs", epochs), ("units", units),
+                                                ("max_windows", max_windows), ("members", members)))
         self.epochs, self.units, self.batch_size, self.members = epochs, units, batch_size, members
         self.max_windows, self.patience = max_windows, patience
         self.shrink = np.column_stack([np.zeros(HORIZON), np.ones(HORIZON)])  # per lead (a, b): a + b * median change

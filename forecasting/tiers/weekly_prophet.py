@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import BeforeValidator, Field, field_validator
 from scipy.optimize import nnls
 
-from forecasting.calendar import local_naive, makeup_regressor, prophet_holidays
+from forecasting.calendar import CUSTOM_EVENTS, event_name, local_naive, makeup_regressor, prophet_holidays
 from forecasting.regularise import hourly_columns
 from forecasting.tiers.base import Forecaster, TierSettings, series_values
 from forecasting.tiers.naive import naive_quantiles
@@ -66,22 +67,36 @@ def _quiet() -> None:
 class WeeklyProphetSettings(TierSettings):
     """The weekly tier's options from the ``forecast:`` section."""
 
-    uncertainty_samples: int = Field(alias="prophet_samples", ge=50, description="Prophet's posterior draws")
-    events: list[str] = Field(alias="events", description="calendar events the tier models")
-    holdout: bool = Field(default=True, alias="prophet_holdout", description="fit the holdout model that sizes "
-                          "the anchored forecast's shrinkage (False: Prophet's changes kept at full size)")
+    uncertainty_samples: int = Field(default=300, alias="prophet_samples", ge=50, le=10_000, description="Prophet's "
+                                     "uncertainty_samples: simulated paths its p90-p99 quantiles come from (weekly "
+                                     "tier and the default-Prophet peer)")
+    events: list[Annotated[str, BeforeValidator(event_name)]] = Field(
+        default_factory=list, alias="events", max_length=len(CUSTOM_EVENTS),
+        description="custom events the weekly tier's Prophet models as holidays, e.g. [\"618\", \"double11\"] "
+        "(forecasting.calendar.CUSTOM_EVENTS), each at most once")
+    holdout: bool = Field(default=True, alias="prophet_holdout", description="fit the weekly tier's second, "
+                          "holdout-week Prophet model that sizes how much of Prophet's predicted change its forecast "
+                          "keeps (false: all of it; quick runs)")
+
+    @field_validator("events")
+    @classmethod
+    def _once(cls, v):
+        if len(set(v)) < len(v):
+            raise ValueError("an event is listed twice")
+        return v
 
 
 class DefaultProphetSettings(TierSettings):
     """Default Prophet's options from the ``forecast:`` section."""
 
-    uncertainty_samples: int = Field(alias="prophet_samples", ge=50, description="Prophet's posterior draws")
+    uncertainty_samples: int = WeeklyProphetSettings.model_fields["uncertainty_samples"]
 
 
 class WeeklyProphet(Forecaster):
     """Prophet with China's calendar (see module docstring).
 
-    Options: ``events`` (custom event names), ``uncertainty_samples`` (300),
+    Options: ``events`` (custom event names), ``uncertainty_samples`` and ``holdout`` (defaults of
+    :class:`WeeklyProphetSettings`),
     ``calendar`` (True; False gives the default-settings peer: hourly peaks, no
     anchoring), ``anchor`` (True: start from the last reading, see :meth:`predict`),
     ``growth`` (``"flat"``; Prophet's ``"linear"`` also works), ``seasonality_mode``
@@ -97,15 +112,15 @@ class WeeklyProphet(Forecaster):
     fit_options = ("seed", "events", "calendar", "anchor", "growth", "seasonality_mode", "holdout",
                    "uncertainty_samples")
 
-    def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int = 300,
+    def __init__(self, seed: int = 0, events: tuple[str, ...] = (), uncertainty_samples: int | None = None,
                  calendar: bool = True, anchor: bool = True, growth: str = "flat",
-                 seasonality_mode: str = "additive", holdout: bool = True, **options):
+                 seasonality_mode: str = "additive", holdout: bool | None = None, **options):
         super().__init__(seed=seed, **options)
         self.events = tuple(events)
         self.anchor = anchor and calendar
         self.growth, self.seasonality_mode = growth, seasonality_mode
-        self.uncertainty_samples = uncertainty_samples
-        self.holdout = holdout
+        self.uncertainty_samples = WeeklyProphetSettings.default("uncertainty_samples", uncertainty_samples)
+        self.holdout = WeeklyProphetSettings.default("holdout", holdout)
         self.calendar = calendar
         self.models: dict[str, object] = {}
         self.tz: dict[str, str] = {}
