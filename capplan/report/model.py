@@ -403,8 +403,11 @@ def versions() -> dict[str, str]:
 
 def price_book_used(cfg) -> dict[str, dict[str, Any]]:
     """The price book a run used (``cfg.price_book()``: built-in entries, the config's ``prices:`` over them),
-    per GPU model, unset limits left out: ``{model: {"on_demand", "reserved", "spot", ...}}``, USD per GPU-hour."""
-    return {k: v.model_dump(exclude_none=True) for k, v in sorted(cfg.price_book().items())}
+    per GPU model, unset limits left out: ``{model: {"on_demand", "reserved", "spot", ...}}``, USD per GPU-hour;
+    ``interruption_rate`` (per spot GPU-hour) and ``recovery_s`` as the replay used them: the entry's, else
+    ``plan.interruption_rate`` / ``plan.recovery_s`` (capplan.report.assumptions states them)."""
+    plan = {"interruption_rate": cfg.plan.interruption_rate, "recovery_s": cfg.plan.recovery_s}
+    return {k: {**plan, **v.model_dump(exclude_none=True)} for k, v in sorted(cfg.price_book().items())}
 
 
 def schema() -> dict:

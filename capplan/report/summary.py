@@ -19,6 +19,7 @@ import math
 
 from pydantic import BaseModel, Field
 
+from capplan.report.assumptions import Assumption, assumptions
 from capplan.report.selection_report import selection_lines, selection_summary
 from optimizer.book.purchase import MIX_LAYERS, mix_total
 from optimizer.book.purchase_check import NEED_BASIS
@@ -94,6 +95,10 @@ class FleetSummary(BaseModel):
                                     "quota (the recommended figures are uncapped)")
     selection: dict | None = Field(default=None, description="the multi-week selection's week-to-week spread "
                                    "(capplan.report.selection_report); null when no pool was ranked on weeks")
+    assumptions: list[Assumption] = Field(default_factory=list, description="the price book's assumptions that "
+                                          "move the headline (no spot cap, the spot interruptions, whose prices), "
+                                          "each with the setting that changes it (capplan.report.assumptions); "
+                                          "stated first under the plan table and on the Fleet page")
 
 
 def fleet_summary(report) -> FleetSummary:
@@ -134,7 +139,7 @@ def fleet_summary(report) -> FleetSummary:
         saving_ratio=round(saving / base, 4) if saving is not None and base else None,
         missing_target=[MissedTarget(**m) for m in missing], mix=mix_total(mixes),
         mix_series=sum(1 for m in mixes if m), quota=[QuotaShort(**q) for q in short],
-        selection=selection_summary(series))
+        selection=selection_summary(series), assumptions=assumptions(report, mix_total(mixes)))
 
 
 def summary_lines(summary) -> list[str]:

@@ -9,12 +9,19 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from capplan.report.summary import fleet_summary
 from dashboards import common as c
 from dashboards import notes as nt
 
 ctx, rep = c.page("Fleet")
 series = rep.series
 replay = c.frame(*ctx.key, "replay")
+
+raw = c.raw_report(*ctx.key)
+summary = rep.summary if rep.summary is not None and rep.summary.assumptions else fleet_summary(raw)
+if summary.assumptions:  # before the saving: the headline rests on them (capplan.report.assumptions)
+    st.warning("**The figures assume:**\n" + "\n".join(f"- {nt.md_escape(a.text)} (set `{a.setting}`)"
+                                                        for a in summary.assumptions))
 
 rec_cost = sum(s.recommended.cost_usd for s in series.values())
 base_cost = sum(s.baseline.cost_usd for s in series.values())
@@ -24,7 +31,6 @@ cols[1].metric("Recommended cost (eval. window)", c.usd(rec_cost))
 cols[2].metric("Baseline cost (eval. window)", c.usd(base_cost))
 cols[3].metric("Saving vs baseline", c.pct(c.saving(rec_cost, base_cost)))
 
-raw = c.raw_report(*ctx.key)
 notes = nt.run_notes(raw)
 n = nt.counts(notes)
 st.subheader("Warnings and notes")

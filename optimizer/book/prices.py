@@ -28,7 +28,14 @@ Defaults (configurable under ``prices:`` in ``capplan.yaml``):
     says so in its notes. GPU spot capacity is scarce: the AWS Spot Instance Advisor
     (aws.amazon.com/ec2/spot/instance-advisor/) buckets each instance type's monthly frequency of
     interruption into <5 %, 5-10 %, 10-15 %, 15-20 % and >20 %, and GPU types move between those buckets
-    with demand;
+    with demand; AWS's default Spot Instance quotas for its GPU families ("All P4, P3 and P2", "All P5",
+    "All G and VT Spot Instance Requests") are 0 vCPUs until the account asks for more (AWS EC2 User Guide,
+    "Spot Instance quotas", docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html), and Google
+    Cloud sells Spot VMs from excess capacity whose availability varies. Any bounded default would be a
+    guess at one account's grant and would move every figure of a default plan, so the book keeps no cap
+    and states it instead: the first lines under the plan table, the dashboard's Fleet page and
+    ``report.json``'s ``summary.assumptions`` (:mod:`capplan.report.assumptions`) say the plan assumes no
+    cap, how much of it is spot, and which setting bounds it;
   - ``reserved_min_term_days``: 7 days, the replay's weekly reservation cadence and a term AWS sells
     as EC2 Capacity Blocks for ML (1-14 days in 1-day steps, then 7-day steps to 182 days; AWS EC2
     User Guide, "Find and purchase Capacity Blocks",

@@ -38,6 +38,7 @@ from capplan.cli.table import Column, fit_table
 from capplan.config.quick import apply_quick
 from capplan.config.settings import PlanConfig, load_config
 from capplan.errors import EXIT_PARTIAL, InputError
+from capplan.report.assumptions import assumption_lines
 from capplan.report.mix_shares import csv_fields, mix_of, short
 from capplan.report.model import Report, SeriesReport
 from capplan.report.notes import RANKS, Note, fold_informational, group_notes, rank, series_notes
@@ -150,10 +151,13 @@ def print_report(report: Report, console: Console, verbose: bool = False, doc: d
     cols, rows = table_rows(report, doc)
     t, dropped = fit_table("capplan plan — evaluation window (never seen by the search)", cols, rows, console.width)
     console.print(t)
+    summary = report.summary or fleet_summary(report)
+    for line in assumption_lines(summary.assumptions):  # first: the headline rests on them
+        console.print(line, style="yellow", highlight=False, markup=False)
     if dropped:
         console.print(f"(not shown at {console.width} columns: {', '.join(dropped)}; see --format json, yaml or csv)",
                       highlight=False, markup=False)
-    for line in summary_lines(report.summary or fleet_summary(report)):
+    for line in summary_lines(summary):
         console.print(line, highlight=False, markup=False)
     if any(c is MIX_COLUMN for c in cols):
         console.print("(mix % R/S/D: reserved/spot/on-demand percent of each policy's GPU-hours)", highlight=False,
