@@ -75,7 +75,7 @@ def _restore_main_module():
 
 
 #: fixtures that start a real service or run a real plan: a test that uses one is end-to-end (marked slow)
-SLOW_FIXTURES = {"plan_run", "prom", "prom_data", "prom_factory"}
+SLOW_FIXTURES = {"plan_run", "prom", "prom_data", "prom_factory", "cold_warm", "awkward", "engines"}
 #: folders whose tests are end-to-end or service-backed as a whole
 SLOW_DIRS = ("e2e",)
 

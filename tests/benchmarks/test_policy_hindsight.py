@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from benchmarks.policy_hindsight import LOOKAHEAD_HINDSIGHT, hindsight_best, hindsight_points
 from optimizer.book.prices import GpuPrice
@@ -38,6 +39,7 @@ def test_both_inference_families_even_on_a_short_tuning_window():
     assert {p.target_utilization for p in look} == {0.95, 1.0}
 
 
+@pytest.mark.slow
 def test_the_bound_is_the_cheapest_covering_policy_of_each_family_and_lists_the_peers():
     tune, ev = short_series()
     pr = PolicyReplay("inference", SearchSettings())

@@ -93,6 +93,7 @@ def test_spike_warnings_judge_the_busy_level_not_the_idle_steps():
     assert spike_warnings(frame(2.0, -2500.0)) == {}  # clipped to 0 later (a fallback note), never bought
 
 
+@pytest.mark.slow
 def test_plan_and_backtest_treat_implausible_values_alike(tmp_path, capsys):
     vals = [repr(float(v)) for v in demand()]
     vals[10], vals[400] = "inf", "1e308"
@@ -259,6 +260,7 @@ def test_a_config_that_is_not_utf8_text_exits_2_without_its_content(tmp_path, ca
     assert code == 2 and f"config {p}: not UTF-8 text" in one_line(err) and "secret" not in out + err
 
 
+@pytest.mark.slow
 def test_a_series_without_any_observed_value_fails_alone(tmp_path, capsys):
     """So does a series too short to split into windows (three
     one-minute rows stopped the whole fleet with exit 2, counting grid points, naming no file)."""

@@ -83,6 +83,7 @@ def test_nanquantile_columns_is_numpys_nanquantile_to_the_bit():
             assert np.array_equal(peers.nanquantile_columns(x, q), np.nanquantile(x, q, axis=0))
 
 
+@pytest.mark.slow
 def test_autoets_with_a_daily_season_selects_what_the_full_search_selects():
     """With a 288-step season statsforecast estimates no seasonal state, so leaving the seasonal
     candidates out (peers.ETS_MODEL) changes no forecast."""

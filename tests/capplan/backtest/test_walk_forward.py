@@ -107,6 +107,7 @@ def _item(h: pd.DataFrame, comb: pd.DataFrame) -> WeekTask:
     return WeekTask("train/syn", 1, TUNE, WEEK, h, comb, SeriesMeta(kind="training"), cfg, 0, cfg.price_book())
 
 
+@pytest.mark.slow
 def test_a_step_sees_nothing_after_its_week_and_tunes_on_nothing_after_its_tuning_weeks():
     h = _history(11)
     comb = _forecasts(h, T0 + 7 * DAY, T0 + 11 * DAY)

@@ -66,6 +66,7 @@ def test_stale_temporaries_of_killed_runs_are_cleaned(tmp_path, kind):
     assert Store(tmp_path / "store").list_runs() == ["20260101T000001Z-s0-bbbb"]
 
 
+@pytest.mark.slow
 def test_series_run_does_not_move_latest_and_latest_is_never_behind_out(tmp_path, capsys, monkeypatch):
     import pandas as pd
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from forecasting.combining.lead_blend import MAX_STEPS, blend_boundaries, boundaries
 from forecasting.types import QCOLS
@@ -85,6 +86,7 @@ def test_every_origin_is_blended_on_its_own_and_short_origins_are_left_alone():
     np.testing.assert_allclose(out[out["issued_at"] == ORIGIN + pd.Timedelta("1h")]["p50"], 220.0)
 
 
+@pytest.mark.slow
 def test_the_assembled_plan_forecast_steps_at_no_boundary_beyond_its_members():
     """Through :func:`forecasting.combining.assemble.assemble`: demand ramps up 10 GPUs a day; the weekly
     member forecasts the ramp (smooth, 0.035 GPU per step), every other member the last value (flat).

@@ -128,6 +128,7 @@ def test_period_lookup_never_uses_a_forecast_issued_at_or_after_the_period_start
     assert np.all(out["p90"] == 5.0)
 
 
+@pytest.mark.slow
 def test_future_demand_does_not_change_past_decisions():
     """Perturb demand after T; every decision before T is unchanged (rolling forecasts + lookups)."""
     from capplan.sources import load_source
