@@ -39,6 +39,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                    "by rolling origin"),
     "sharing": ("sharing", "stranded GPUs of the openb pods on the openb nodes: whole-GPU placement against "
                 "sharing as capplan recommends (FGD packing, MPS replicas)"),
+    "fleet": ("fleet", "a heterogeneous fleet from the sample: cost against each team alone and pooled without "
+              "substitution, coverage, fleet regret, placement violations"),
     "spot-cap": ("spot_cap", "the fleet's regret with spot capped at a share of the GPUs bought, against uncapped"),
     "plan": ("plan_speed", "seconds and peak memory per stage of one plan"),
     "quick": ("quick_speed", "a first `capplan plan --quick` against a first default plan, seconds and ratio"),

@@ -1,23 +1,24 @@
 """The causal fleet plan: sizes per model and purchase option decided from what was known before each decision,
 then replayed on the demand that came (:mod:`optimizer.fleet.replay`).
 
-Each layer is sized by the fleet's sizing programme (:func:`optimizer.fleet.limit.size`) on a forecast
-scenario known at its decision time, with the lead times of the vocabulary (DESIGN.md: about a week for
-reserved capacity, about a day for spot and on-demand procurement, under an hour for autoscaling):
+Each layer is sized by the fleet's sizing programme (:mod:`optimizer.fleet.limit`) with the lead times of the
+vocabulary (DESIGN.md: about a week for reserved capacity, about a day for spot and on-demand procurement,
+under an hour for autoscaling):
 
-* **reserved**, per week: at the week's start minus a week, the scenario is each series' ``quantile`` of its
-  demand at the same hour of day over the ``lookback_days`` before then (a seasonal quantile rule), tiled over
-  the week; the reserved GPUs of the programme's solution are kept;
-* **spot**, per day: at the day's start minus a day, the same rule for the day, with the week's reserved GPUs
-  held; the spot GPUs of the solution are kept;
+* **reserved**, per week, decided at the week's start minus a week, and **spot**, per day, decided at the
+  day's start minus a day (with the week's reserved GPUs held): by default (``CausalRule.method`` ``saa``) a
+  sample-average approximation: the ``lookback_days`` days before the decision are stacked as equally likely
+  scenarios of the period's day, the layer's level is one whole-GPU variable per model shared by all of them,
+  the layers below are free per scenario (on demand continuous), and the level minimising the mean cost is
+  kept (Shapiro, Dentcheva and Ruszczynski, *Lectures on Stochastic Programming*, ch. 5). With
+  ``method`` ``quantile``, one scenario instead: each series' ``quantile`` of its demand at the same hour of day
+  over the ``lookback_days`` (a seasonal quantile path), or the caller's forecasts (``scenarios``: per layer
+  an (N, T) array of a forecast quantile issued before each decision, such as the plan's combined
+  rolling-origin forecasts);
 * **on-demand**, per hour: the demand of the hour before (persistence), with reserved and spot held; the
   on-demand GPUs bought are kept.
 
-Forecasts come either from this rule or from the caller (``scenarios``: per layer an (N, T) array of the
-forecast quantile issued before each decision, e.g. the plan's combined rolling-origin forecasts); each
-scenario only ever uses data before its decision time, so the evaluation window is unseen.
-Every layer's scenarios for the whole window are sized in one programme: periods of a layer do not interact
-once the layers above are held.
+Each decision reads only hours before its decision time, so the evaluation window is unseen.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.fleet.limit import LAYERS, Sizing, layer_cost, size
+from optimizer.fleet.limit import GAP, LAYERS, TIME_LIMIT_S, Sizing, _solve, layer_cost, size
 from optimizer.fleet.problem import FleetProblem
 from optimizer.fleet.replay import assign, coverage
 
@@ -37,12 +38,39 @@ PERIOD = {"reserved": 168, "spot": 24, "on_demand": 1}
 
 @dataclass(frozen=True)
 class CausalRule:
-    """The seasonal quantile rule: ``quantile`` (0-1) of a series' demand at the same hour of day over the
-    ``lookback_days`` before the decision. Default 0.95, the plan's coverage target (``plan.coverage_target``),
-    and a week of history, the evidence window of the single-pool search."""
+    """How reserved and spot are sized (module docstring): ``method`` ``saa`` (the past ``lookback_days`` days
+    as scenarios) or ``quantile`` (the ``quantile`` (0-1) of a series' demand at the same hour of day over them;
+    default 0.95, the plan's coverage target). A week of history by default, the evidence window of the
+    single-pool search."""
 
+    method: str = "saa"
     quantile: float = 0.95
     lookback_days: int = 7
+
+
+def saa_level(problem: FleetProblem, history: np.ndarray, until: int, layer: str, base: np.ndarray | None,
+              rule: CausalRule) -> np.ndarray:
+    """(M,) whole GPUs of ``layer`` (``reserved`` or ``spot``) per model, by the sample-average approximation of
+    the module docstring over the ``rule.lookback_days`` days before hour ``until`` of ``history`` (N, T_all;
+    NaN = no need), on top of ``base`` (M,) GPUs held (spot: the reserved level). Zeros when no whole day is
+    known before ``until``."""
+    k = min(rule.lookback_days, max(until, 0) // 24)
+    mm = len(problem.models)
+    if k == 0:
+        return np.zeros(mm)
+    scen = np.nan_to_num(history[:, until - 24 * k:until], nan=0.0)
+    length = 24 * k
+    hours = np.arange(length)
+    if layer == "reserved":
+        periods, buy = {"reserved": np.zeros(length, int), "spot": hours // 24, "on_demand": hours}, LAYERS
+    elif layer == "spot":
+        periods, buy = {"spot": np.zeros(length, int), "on_demand": hours}, ("spot", "on_demand")
+    else:
+        raise ValueError(f"saa_level: layer {layer!r}: expected reserved or spot")
+    held = np.zeros((mm, length)) if base is None else np.repeat(np.asarray(base, float)[:, None], length, axis=1)
+    s, _ = _solve(problem.window(0, length, np.ceil(np.maximum(scen, 0.0) - 1e-9)), held, buy, 0, (layer,), GAP,
+                  TIME_LIMIT_S, periods=periods, weight=1.0 / k)
+    return s.capacity[layer][:, 0]
 
 
 def seasonal_scenario(demand: np.ndarray, start: int, stop: int, known_until: int, rule: CausalRule) -> np.ndarray:
@@ -107,17 +135,34 @@ def causal_plan(problem: FleetProblem, history: np.ndarray, start: int, rule: Ca
                 scenarios: dict[str, np.ndarray] | None = None) -> FleetPlan:
     """Plan ``problem``'s window causally and replay it. ``history``: (N, T_all) hourly demand of the same
     series on the whole timeline (whole GPUs of each series' own model; the window is ``problem.demand`` =
-    ``history[:, start:start + T]``), read only before each decision (:func:`rule_scenarios`), unless
-    ``scenarios`` gives the forecasts per layer. Weeks and days are counted from ``start``."""
+    ``history[:, start:start + T]``), read only before each decision (module docstring), unless ``scenarios``
+    gives the forecasts per layer. Weeks and days are counted from ``start``."""
     t = problem.hours
+    mm = len(problem.models)
     sc = scenarios or rule_scenarios(history, start, start + t, rule)
-    held = np.zeros((len(problem.models), t))
+    held = np.zeros((mm, t))
     capacity: dict[str, np.ndarray] = {}
-    for layer in LAYERS:
-        buy = tuple(LAYERS[LAYERS.index(layer):])
-        s: Sizing = size(problem.window(0, t, np.ceil(np.maximum(sc[layer], 0.0) - 1e-9)), base=held, layers=buy)
-        capacity[layer] = s.capacity[layer]
-        held = held + capacity[layer]
+    if scenarios is None and rule.method == "saa":
+        for layer in ("reserved", "spot"):
+            level = np.zeros((mm, t))
+            per = PERIOD[layer]
+            for p0 in range(0, t, per):
+                base = held[:, p0] if layer == "spot" else None
+                level[:, p0:p0 + per] = saa_level(problem, history, start + p0 - LEAD_HOURS[layer], layer, base,
+                                                  rule)[:, None]
+            capacity[layer] = level
+            held = held + level
+    else:
+        for layer in ("reserved", "spot"):
+            buy = tuple(LAYERS[LAYERS.index(layer):])
+            s: Sizing = size(problem.window(0, t, np.ceil(np.maximum(sc[layer], 0.0) - 1e-9)), base=held,
+                             layers=buy)
+            capacity[layer] = s.capacity[layer]
+            held = held + capacity[layer]
+    s = size(problem.window(0, t, np.ceil(np.maximum(sc["on_demand"], 0.0) - 1e-9)), base=held,
+             layers=("on_demand",))
+    capacity["on_demand"] = s.capacity["on_demand"]
+    held = held + capacity["on_demand"]
     placed, unmet = assign(problem, held)
     cost = float(sum(layer_cost(problem, k, capacity[k]).sum() for k in LAYERS))
     return FleetPlan(capacity=capacity, placed=placed, unmet=unmet, coverage=coverage(problem, unmet), cost_usd=cost)

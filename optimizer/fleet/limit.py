@@ -73,9 +73,12 @@ def layer_cost(problem: FleetProblem, layer: str, gpus: np.ndarray) -> np.ndarra
 
 
 def _solve(problem: FleetProblem, base: np.ndarray | None, layers: tuple[str, ...], hour0: int,
-           int_layers: tuple[str, ...], gap: float, time_limit_s: float) -> tuple[Sizing, float]:
+           int_layers: tuple[str, ...], gap: float, time_limit_s: float, periods: dict[str, np.ndarray] | None = None,
+           weight: float = 1.0) -> tuple[Sizing, float]:
     """The programme of the module docstring with whole GPUs only in ``int_layers`` (the others continuous);
-    returns the sizing (continuous layers as solved, not rounded) and HiGHS's lower bound on its objective."""
+    returns the sizing (continuous layers as solved, not rounded) and HiGHS's lower bound on its objective.
+    ``periods``: per layer, a period label per hour replacing the calendar's (e.g. one reservation shared by
+    stacked scenario days); ``weight``: every cost multiplied by it (1/k over k scenario days: their mean)."""
     need = problem.need()
     n, t = need.shape
     mm = len(problem.models)
@@ -86,7 +89,7 @@ def _solve(problem: FleetProblem, base: np.ndarray | None, layers: tuple[str, ..
     col = 0
     period_of = {}
     for layer in LAYERS:
-        per = hours // PERIOD_HOURS[layer]
+        per = periods[layer] if periods and layer in periods else hours // PERIOD_HOURS[layer]
         labels, inv = np.unique(per, return_inverse=True)
         period_of[layer] = inv
         counts = np.bincount(inv, minlength=len(labels)).astype(float)
@@ -96,7 +99,7 @@ def _solve(problem: FleetProblem, base: np.ndarray | None, layers: tuple[str, ..
             price = {"reserved": p.reserved, "spot": p.spot + p.on_demand * problem.spot_redo,
                      "on_demand": p.on_demand}[layer]
             cols[j] = col + np.arange(len(labels))
-            var_cost.extend(counts * price)
+            var_cost.extend(counts * price * weight)
             ub = np.inf if layer in layers else 0.0
             if layer == "spot" and p.spot_cap_gpus is not None:
                 ub = min(ub, float(p.spot_cap_gpus))
@@ -195,20 +198,24 @@ def size(problem: FleetProblem, base: np.ndarray | None = None, layers: tuple[st
     spot in whole GPUs with on-demand continuous, a relaxation whose optimum is a proven lower bound
     (``bound_usd``); (2) with those held, each hour's on-demand GPUs in whole GPUs, one exact programme per
     hour (hours do not interact once reserved and spot are held). The result is a whole-GPU plan that serves
-    every hour, at most the on-demand rounding above the bound.
+    every hour, at most the on-demand rounding above the bound. Where no series changes model (every
+    conversion ratio 1: alone, or pooled without substitution) the one programme is solved: its relaxation is
+    then integral, as the single-pool limit's.
 
     Raises RuntimeError when HiGHS reports no solution (with every layer free to buy the programme is always
     feasible; with ``layers`` restricted, demand above ``base`` is infeasible and is said so)."""
     t = problem.hours
     base = np.zeros((len(problem.models), t)) if base is None else np.asarray(base, float)
-    if exact or "on_demand" not in layers:
+    finite = problem.ratio[np.isfinite(problem.ratio)]
+    if exact or "on_demand" not in layers or np.all(finite == 1.0):  # no conversion: an interval matrix, integral
         return _solve(problem, base, layers, hour0, LAYERS, gap, time_limit_s)[0]
     first, bound = _solve(problem, base, layers, hour0, ("reserved", "spot"), gap, time_limit_s)
     held = base + first.capacity["reserved"] + first.capacity["spot"]
     od = np.zeros_like(held)
     placed = np.zeros_like(first.placed)
+    need = problem.need()
     for h in range(t):
-        if not problem.need()[:, h].any():
+        if not need[:, h].any():
             continue
         one = _solve(problem.window(h, h + 1), held[:, h:h + 1], ("on_demand",), hour0 + h, LAYERS, 0.0,
                      time_limit_s)[0]

@@ -91,17 +91,20 @@ def build_problem(series: list[str], kinds: list[str], own: list[str], allowed: 
                   floors: list[float | None], demand: np.ndarray, catalogue: dict[str, GpuModelSpec],
                   book: dict[str, GpuPrice], spot_redo: float = 0.0) -> FleetProblem:
     """A :class:`FleetProblem` from per-series lists (length N) and ``demand`` (N, T) in GPUs of each series'
-    own model per hour. Model names are resolved through the catalogue (:func:`optimizer.book.gpus.spec_for`);
+    own model per hour. ``allowed`` is cut to the models at or above each series' memory floor (``floors``),
+    so a list that names a smaller model never places work on it. Names are resolved through the catalogue
+    (:func:`optimizer.book.gpus.spec_for`);
     prices through the price book (:func:`optimizer.book.prices.price_for`; a model the book lacks gets its
     ``default`` entry, said in ``notes``). Raises :class:`optimizer.book.gpus.UnknownGpuModel` for a model not
-    in the catalogue, ValueError when the shapes disagree or a series may use no model."""
+    in the catalogue, ValueError when the shapes disagree or a series may use no model (after its floor)."""
     demand = np.asarray(demand, float)
     n = len(series)
     if demand.ndim != 2 or demand.shape[0] != n or not (len(kinds) == len(own) == len(allowed) == len(floors) == n):
         raise ValueError(f"fleet: {n} series but demand {demand.shape} and lists of {len(kinds)}, {len(own)}, "
                          f"{len(allowed)}, {len(floors)}")
     own = [spec_for(catalogue, m).name for m in own]
-    allowed = [[spec_for(catalogue, m).name for m in a] for a in allowed]
+    allowed = [[x for x in (spec_for(catalogue, m).name for m in a) if f is None or catalogue[x].memory_gb >= f]
+               for a, f in zip(allowed, floors)]
     for s, a in zip(series, allowed):
         if not a:
             raise ValueError(f"fleet: series {s!r} may use no GPU model")
