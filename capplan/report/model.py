@@ -80,6 +80,9 @@ class QuotaFigures(_Model):
     need_gpus: int = Field(description="the most GPUs the plan holds at once: raise the quota to this")
     capped: PolicyMetrics = Field(description="the recommendation held to the quota on the evaluation window "
                                   "(demand above it queues and counts as unmet); no regret")
+    held: bool = Field(default=True, description="whether the exported Volcano Queue holds the pool to the quota "
+                       "(export.capability_limit: quota, the default): then `capped` are the figures the cluster "
+                       "gets, and the table's and summary's headline; false with capability_limit: plan")
 
 
 class RecommendedMetrics(PolicyMetrics):
@@ -225,6 +228,12 @@ class SeriesReport(_Model):
         """:attr:`recommendation` in :class:`optimizer.search.tuning.SearchOutcome`'s words: ``searched`` for the
         rule or the searched policy (both are the search's kept policy), else the peer's name."""
         return "searched" if self.recommendation in ("rule", "searched") else self.recommendation
+
+    def exported(self) -> PolicyMetrics:
+        """The figures of what the exported objects allow: :attr:`quota` ``.capped`` when the plan needs more
+        than the pool's quota and the exported Volcano Queue holds it there (``quota.held``), else
+        :attr:`recommended` (then uncapped, what raising the quota to ``quota.need_gpus`` buys)."""
+        return self.quota.capped if self.quota is not None and self.quota.held else self.recommended
 
     def policies(self) -> dict[str, PolicyMetrics]:
         """``policy name -> metrics`` on the evaluation window, recommended and baseline first

@@ -50,6 +50,8 @@ class Note:
     def line(self, kinds: dict[str, str]) -> str:
         """``"12 pools: text"`` (or ``"SERIES: text"`` for one series); ``kinds``: series id
         -> ``training`` | ``inference``, which names the group (pools, services, series)."""
+        if not self.series:  # a fleet note that names its series in its text
+            return self.text
         if len(self.series) == 1:
             return f"{self.series[0]}: {self.text}"
         ks = {kinds.get(s) for s in self.series}
@@ -133,4 +135,19 @@ def fold_informational(notes: list[Note], budget: int) -> tuple[list[Note], bool
         notes = [n for n in notes if n not in rest]
         notes.insert(first, Note(f"{MORE}({count}), one series each", [n.series[0] for n in rest], 2, False))
         folded = True
+    info = [n for n in notes if n.rank == 2]
+    keep = max(0, budget - (len(notes) - len(info)) - 1)
+    if len(notes) > budget and len(info) - keep > 1:  # still over: the last shared notes fold into one line
+        tail = info[keep:]
+        count = sum(_count(n) for n in tail)
+        ids = list(dict.fromkeys(sid for n in tail for sid in n.series))
+        notes = [n for n in notes if n not in tail] + [Note(f"{MORE}({count}), see --verbose", ids, 2, False)]
+        folded = True
     return notes, folded
+
+
+def _count(n: Note) -> int:
+    """How many series notes a printed note stands for: a folded note's count, else one per series."""
+    if n.text.startswith(MORE):
+        return int(n.text[len(MORE) + 1:].split(")")[0])
+    return len(n.series) or 1

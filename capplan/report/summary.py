@@ -69,12 +69,19 @@ class MissedTarget(BaseModel):
 
 
 class QuotaShort(BaseModel):
-    """A pool whose plan needs more than its quota (``series.<id>.quota``)."""
+    """A pool whose plan needs more than its quota (``series.<id>.quota``): its figures held to the quota
+    (what the exported Volcano Queue allows) and with the quota raised to ``need_gpus``."""
 
     series_id: str
     quota_gpus: float
     need_gpus: int = Field(description="raise the quota to this many GPUs")
     capped_coverage: float | None = Field(description="the plan's coverage held to the quota (0-1)")
+    raised_coverage: float | None = Field(default=None, description="its coverage with the quota raised to "
+                                          "need_gpus (the uncapped recommendation, 0-1)")
+    capped_cost_usd: float | None = Field(default=None, description="USD on the evaluation window held to the quota")
+    raised_cost_usd: float | None = Field(default=None, description="USD with the quota raised to need_gpus")
+    held: bool = Field(default=True, description="whether the exported Queue holds the pool to the quota (the "
+                       "held figures are then the pool's headline)")
 
 
 class FleetSummary(BaseModel):
@@ -82,7 +89,10 @@ class FleetSummary(BaseModel):
 
     series: int = Field(description="series in the report")
     coverage_target: float = Field(description="ratio 0-1")
-    cost_usd: dict[str, float] = Field(description="policy -> USD summed over the series that have it")
+    cost_usd: dict[str, float] = Field(description="policy -> USD summed over the series that have it; "
+                                       "recommended: what the exported objects allow (a pool the Queue holds to "
+                                       "its quota counts its figures held there, SeriesReport.exported); "
+                                       "quota_raised: the recommended fleet with every such quota raised")
     series_counted: dict[str, int] = Field(description="policy -> series summed in cost_usd")
     saving_usd: float | None = Field(description="baseline - recommended, USD (negative: the plan costs more)")
     saving_ratio: float | None = Field(description="saving_usd / baseline cost (0-1); null when the baseline costs 0")
@@ -117,17 +127,30 @@ def fleet_summary(report) -> FleetSummary:
     cost: dict[str, float] = {}
     counted: dict[str, int] = {}
     missing = []
+    exported = {sid: exported_metrics(e) for sid, e in series.items()}
     for sid, entry in series.items():
-        for name, m in policy_metrics(entry).items():
+        pols = policy_metrics(entry)
+        if "recommended" in pols:
+            pols = {**pols, "recommended": exported[sid]}
+            if exported[sid] is not entry["recommended"]:
+                pols["quota_raised"] = entry["recommended"]
+        for name, m in pols.items():
             if _finite(m.get("cost_usd")):
                 cost[name] = cost.get(name, 0.0) + float(m["cost_usd"])
                 counted[name] = counted.get(name, 0) + 1
-        cov = (entry.get("recommended") or {}).get("coverage")
+        cov = exported[sid].get("coverage")
         if _finite(cov) and cov < target - 1e-9:
             missing.append({"series_id": sid, "coverage": round(float(cov), 6), "target": target})
-    mixes = [(e.get("recommended") or {}).get("mix") for e in series.values()]
+    if "quota_raised" in cost:  # the fleet with every held quota raised: the other pools as they are
+        cost["quota_raised"] += sum(float(m["cost_usd"]) for sid, m in exported.items() if _finite(m.get("cost_usd"))
+                                    and m is (series[sid].get("recommended") or {}))
+        counted["quota_raised"] = counted.get("recommended", 0)
+    mixes = [(exported[sid].get("mix") or (e.get("recommended") or {}).get("mix")) for sid, e in series.items()]
     short = [{"series_id": sid, "quota_gpus": e["quota"]["quota_gpus"], "need_gpus": e["quota"]["need_gpus"],
-              "capped_coverage": (e["quota"].get("capped") or {}).get("coverage")}
+              "capped_coverage": (e["quota"].get("capped") or {}).get("coverage"),
+              "capped_cost_usd": (e["quota"].get("capped") or {}).get("cost_usd"),
+              "raised_coverage": (e.get("recommended") or {}).get("coverage"),
+              "raised_cost_usd": (e.get("recommended") or {}).get("cost_usd"), "held": e["quota"].get("held", True)}
              for sid, e in series.items() if e.get("quota")]
     rec, base = cost.get("recommended"), cost.get("baseline")
     saving = (base - rec) if rec is not None and base is not None else None
@@ -140,6 +163,16 @@ def fleet_summary(report) -> FleetSummary:
         missing_target=[MissedTarget(**m) for m in missing], mix=mix_total(mixes),
         mix_series=sum(1 for m in mixes if m), quota=[QuotaShort(**q) for q in short],
         selection=selection_summary(series), assumptions=assumptions(report, mix_total(mixes)))
+
+
+def exported_metrics(entry: dict) -> dict:
+    """The metrics of what a series' exported objects allow (a report.json series entry; as
+    :meth:`capplan.report.model.SeriesReport.exported`): ``quota.capped`` when the Queue holds the pool to its
+    quota (``quota.held``, true when absent), else ``recommended`` (the same dict object)."""
+    q = entry.get("quota")
+    if q and q.get("held", True) and _is_metrics(q.get("capped")):
+        return q["capped"]
+    return entry.get("recommended") or {}
 
 
 def summary_lines(summary) -> list[str]:
@@ -156,7 +189,14 @@ def summary_lines(summary) -> list[str]:
         ratio = summary["saving_ratio"]
         pct = f" ({100 * abs(ratio):.1f} % of the baseline)" if ratio is not None else ""
         word = "saving" if summary["saving_usd"] >= 0 else "extra cost"
-        lines.append(f"Overall {word} against the baseline: {abs(summary['saving_usd']):,.0f} USD{pct}")
+        raised = summary["cost_usd"].get("quota_raised")
+        base = summary["cost_usd"].get("baseline")
+        also = (f"; with every quota raised (row quota raised) the plan costs {raised:,.0f} USD, "
+                f"{'saving' if base >= raised else 'extra cost'} {abs(base - raised):,.0f} USD"
+                if raised is not None and base is not None else "")
+        lines.append(f"Overall {word} against the baseline: {abs(summary['saving_usd']):,.0f} USD{pct}, the plan "
+                     f"held to the pools' quotas{also}" if raised is not None else
+                     f"Overall {word} against the baseline: {abs(summary['saving_usd']):,.0f} USD{pct}")
     miss = summary["missing_target"]
     target = f"{100 * summary['coverage_target']:.0f} %"
     if miss:
@@ -179,13 +219,31 @@ def mix_lines(summary: dict) -> list[str]:
         lines = ["Purchase mix (recommended), share of GPU-hours / of USD: " + ", ".join(
             f"{k.replace('_', ' ')} {100 * mix[k]['gpu_hours'] / hours:.0f} % / {100 * mix[k]['cost_usd'] / usd:.0f} % "
             f"({mix[k]['gpu_hours']:,.0f} GPU-h, {mix[k]['cost_usd']:,.0f} USD)" for k in MIX_LAYERS)]
-    quota = [(q["series_id"], f"{q['need_gpus']} GPUs (now {q['quota_gpus']:g}; coverage if held to the quota "
-              + (f"{100 * q['capped_coverage']:.1f} %)" if q.get("capped_coverage") is not None else "n/a)"))
-             for q in summary.get("quota") or []]
-    basis = NEED_BASIS
-    if len(quota) == 1:
-        lines.append(f"{quota[0][0]}: raise the quota to {quota[0][1]}, {basis}")
-    elif quota:
-        lines.append(f"{len(quota)} pools above their quota; raise the quota to {basis}: "
-                     + "; ".join(f"{sid} {text}" for sid, text in quota))
     return lines
+
+
+def _pct(x) -> str:
+    return f"{100 * x:.1f} %" if _finite(x) else "n/a"
+
+
+def quota_note(summary) -> str | None:
+    """The "act on" note naming every pool whose plan needs more than its quota (:class:`FleetSummary` or its
+    dict): per pool the quota now and the GPUs to ask for (:data:`optimizer.book.purchase_check.NEED_BASIS`),
+    its coverage and USD held to the quota (the table's recommended row, what the exported Queue allows) and
+    with the quota raised (the row ``quota raised``). None when no pool is above its quota."""
+    if hasattr(summary, "model_dump"):
+        summary = summary.model_dump()
+    qs = summary.get("quota") or []
+    if not qs:
+        return None
+    parts = []
+    for q in qs:
+        extra = (f", {q['raised_cost_usd'] - q['capped_cost_usd']:+,.0f} USD"
+                 if _finite(q.get("raised_cost_usd")) and _finite(q.get("capped_cost_usd")) else "")
+        held = "" if q.get("held", True) else " (the Queue is not held to it: export.capability_limit plan)"
+        parts.append(f"{q['series_id']} {q['quota_gpus']:g} -> {q['need_gpus']} GPUs{held}: coverage "
+                     f"{_pct(q.get('capped_coverage'))} -> {_pct(q.get('raised_coverage'))}{extra}")
+    noun = "pool is" if len(qs) == 1 else "pools are"
+    return (f"quota: {len(qs)} {noun} above the quota; the recommended row is the plan held to it (what the "
+            f"exported Volcano Queue allows), the quota raised row what raising it to {NEED_BASIS} buys: "
+            + "; ".join(parts))

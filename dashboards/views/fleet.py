@@ -1,6 +1,7 @@
-"""Fleet: the run's warnings and notes (grouped, with counts), the fleet's purchase mix,
-demand against provisioned capacity per series, unmet demand as its own band, and a
-utilisation heatmap of series x hour-of-week (evaluation window)."""
+"""Fleet: the assumptions the figures rest on (capplan.report.assumptions), the pools above their quota
+(held to it and raised), the run's warnings and notes (grouped, with counts), the fleet's purchase mix,
+demand against provisioned capacity per series with the pool's quota drawn, unmet demand as its own band,
+and a utilisation heatmap of series x hour-of-week (evaluation window)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,27 @@ if summary.assumptions:  # before the saving: the headline rests on them (cappla
     st.warning("**The figures assume:**\n" + "\n".join(f"- {nt.md_escape(a.text)} (set `{a.setting}`)"
                                                         for a in summary.assumptions))
 
-rec_cost = sum(s.recommended.cost_usd for s in series.values())
+rec_cost = sum(s.exported().cost_usd for s in series.values())  # what the exported objects allow (quota held)
 base_cost = sum(s.baseline.cost_usd for s in series.values())
 cols = st.columns(4)
 cols[0].metric("Series", len(series))
 cols[1].metric("Recommended cost (eval. window)", c.usd(rec_cost))
 cols[2].metric("Baseline cost (eval. window)", c.usd(base_cost))
 cols[3].metric("Saving vs baseline", c.pct(c.saving(rec_cost, base_cost)))
+
+above = [(sid, s.quota) for sid, s in sorted(series.items()) if s.quota is not None]
+if above:
+    st.subheader(f"Pools above their quota ({len(above)})")
+    st.caption("The plan needs more GPUs than the pool's quota. Held: the plan as the exported Volcano Queue holds "
+               "it to the quota (demand above it queues and counts as unmet; the figures above count these). "
+               "Raised: what raising the quota to the GPUs asked buys (the most GPUs the plan held at once on the "
+               "evaluation window).")
+    st.markdown("\n".join(
+        f"- **{nt.md_escape(sid)}**: quota {q.quota_gpus:g} GPUs, raise to {q.need_gpus}; coverage "
+        f"{c.pct(q.capped.coverage)} held, {c.pct(series[sid].recommended.coverage)} raised; cost "
+        f"{nt.md_escape(c.usd(q.capped.cost_usd))} held, {nt.md_escape(c.usd(series[sid].recommended.cost_usd))} "
+        "raised" + ("" if q.held else " (the Queue is not held to it: export.capability_limit plan)")
+        for sid, q in above))
 
 notes = nt.run_notes(raw)
 n = nt.counts(notes)
@@ -45,7 +60,7 @@ c.show_mix(nt.fleet_mix(raw), "Reserved, spot and on-demand capacity the recomme
 
 rows = []
 for sid, s in sorted(series.items()):
-    r, b = s.recommended, s.baseline
+    r, b = s.exported(), s.baseline  # a pool above its quota: held to it, as exported
     rows.append({"series": sid, "kind": s.kind, "unit": s.unit,
                  "coverage (rec.)": c.pct(r.coverage), "coverage (base.)": c.pct(b.coverage),
                  "unmet (rec.)": f"{r.unmet:,.1f} {c.unit_hours(s.unit)}",
@@ -81,6 +96,10 @@ def capacity_figure(g: pd.DataFrame, sid: str, unit: str) -> go.Figure:
     if show_base:
         fig.add_trace(go.Scatter(x=t, y=g["provisioned_baseline"], mode="lines", name="provisioned (baseline)",
                                  line=dict(color=c.COLORS["baseline"], width=1, dash="dot", shape="hv")))
+    quota = getattr(series[sid].plan, "quota_gpus", None)
+    if quota:  # the pool's quota: what the exported Queue holds it to (capplan.report.model.QuotaFigures)
+        fig.add_hline(y=float(quota), line=dict(color=c.COLORS["baseline"], dash="dash", width=1),
+                      annotation_text=f"quota {float(quota):g} GPUs", annotation_position="top left")
     fig.update_layout(title=sid, height=340, margin=dict(l=10, r=10, t=40, b=80),
                       yaxis_title="GPUs" if unit == "gpu" else "replicas",
                       legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0))

@@ -102,7 +102,7 @@ with left:
                     "parameters the exports carry and their figures; the peer's own replay is its row above")
         st.json(r.params, expanded=True)
         st.markdown(f"The {nt.md_escape(chosen)} rule the exports express:")
-        st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=False)
+        st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=True)
     st.table(figures(r).set_index("cost (USD)"))
     st.markdown("**Purchase mix** (recommended)")
     c.show_mix(nt.mix_of(raw_s.get("recommended")), "GPU-hours and USD per purchase on the evaluation window.")

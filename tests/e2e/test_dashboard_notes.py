@@ -108,8 +108,11 @@ def synthetic_report() -> dict:
                "mix": {"reserved": {"gpu_hours": 1344.0, "cost_usd": 2000.0},
                        "spot": {"gpu_hours": 1200.0, "cost_usd": 900.0},
                        "on_demand": {"gpu_hours": 152.5, "cost_usd": 274.17}}}
+    series["train/vcA"]["quota"] = {"quota_gpus": 208, "need_gpus": 248, "capped": _m(2400.0, 0.81, mix=mix_a)}
     run = {"run_id": RUN_ID, "seed": 0, "started_at": "2026-01-01T00:00:00+00:00", "source": "synthetic",
-           "coverage_target": 0.95, "n_calls": 10, "published": True}
+           "coverage_target": 0.95, "n_calls": 10, "published": True,
+           "prices": {"default": {"on_demand": 4.1, "reserved": 2.46, "spot": 1.64, "interruption_rate": 0.01,
+                                  "recovery_s": 1800}}}  # the built-in book: no spot cap
     rep = {"run": run, "series": series, "missing": {}, "failed": {}, "summary": summary}
     Report.model_validate(rep)  # the shape capplan writes
     return rep
@@ -221,7 +224,12 @@ def test_fleet_page_lists_every_warning_with_counts(synth):
     mix = at.table[0].value
     assert list(mix.index) == ["reserved", "spot", "on-demand", "total"]
     assert mix.loc["spot", "GPU-hours"] == "1,200"
+    quota = _plain(next(m.value for m in at.markdown if "raise to" in m.value))  # the pools above their quota
+    assert quota == ("- **train/vcA**: quota 208 GPUs, raise to 248; coverage 81.0% held, 94.7% raised; cost $2,400 "
+                     "held, $2,550 raised")
+    assert "no spot cap for A100" in at.warning[0].value  # the assumption before the saving
     table = at.dataframe[0].value.set_index("series")
+    assert table.loc["train/vcA", "coverage (rec.)"] == "81.0%"  # held to the quota, as exported
     assert table.loc["train/vcB", "mix (rec.)"].startswith("reserved 0.0 % · spot 100.0 %")
     assert table.loc["infer/web", "mix (rec.)"] == "not recorded"
     assert table.loc["infer/web", "warnings"] == 1
@@ -375,9 +383,14 @@ def test_browser_every_warning_page_by_page(synth, synth_server, tmp_path):
             if "note(s)" in ex.text:
                 ex.click()  # the stated fallbacks fold under the warnings
         warnings = [t for _, t in items if t != "coverage"]
-        body = _body_with(driver, warnings + ["1,344"])
+        above = ["Pools above their quota (1)", "train/vcA: quota 208 GPUs, raise to 248", "no spot cap for A100",
+                 "prices.<gpu model>.spot_cap_share"]
+        body = _body_with(driver, warnings + ["1,344"] + above)
         driver.save_screenshot(str(tmp_path / "fleet.png"))
         assert not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+        for text in above:  # each pool above its quota and the spot assumption, before the saving
+            assert text in body, f"Fleet: {text!r} not shown"
+        assert body.index("no spot cap for A100") < body.index("Saving vs baseline")
         for text in warnings + ["train/vcA", "94.7 %", "2 series: infer/chat, infer/web", "1,344"]:
             assert text in body, f"Fleet: {text!r} not shown"
         assert body.count(PLACEHOLDER) == 1

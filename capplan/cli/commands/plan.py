@@ -14,6 +14,7 @@ written, and the store and model folder used. ``--quick`` applies
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -42,7 +43,7 @@ from capplan.report.assumptions import assumption_lines
 from capplan.report.mix_shares import csv_fields, mix_of, short
 from capplan.report.model import Report, SeriesReport
 from capplan.report.notes import RANKS, Note, fold_informational, group_notes, rank, series_notes
-from capplan.report.summary import fleet_summary, summary_lines
+from capplan.report.summary import fleet_summary, quota_note, summary_lines
 from capplan.report.validation import checked_file_count
 from capplan.run.executor import EXECUTORS
 from capplan.run.pipeline import run_plan
@@ -58,11 +59,14 @@ COLUMNS = [Column("series", min_width=10), Column("policy", min_width=8), Column
 #: extra numeric columns shown when some policy's metrics carry the key: (metrics key, column, format)
 QUICK_NOTE = ("quick run (--quick): a smaller search and forecast on shorter windows; these figures are for a first "
               "look, plan without --quick before buying or deploying")
-#: informational lines under the table before notes are folded (capplan.report.notes.fold_informational)
-NOTE_BUDGET = 14
+#: note lines under the table before informational notes are folded (capplan.report.notes.fold_informational)
+NOTE_BUDGET = 15
 EXTRA_COLUMNS = [("regret", Column("regret", numeric=True, drop=6), "{:.2f}")]
 #: reserved/spot/on-demand percent of GPU-hours, shown when some policy recorded its purchase mix
 MIX_COLUMN = Column("mix % R/S/D", numeric=True, drop=7)
+
+FAILED_SHOWN = 50
+"""Failed series printed one a line on stderr; more are counted by cause (report.json lists each)."""
 
 
 def _pct(x):
@@ -90,6 +94,28 @@ def _saving(m, base: float | None) -> tuple[float | None, float | None]:
     return base - m.cost_usd, ((base - m.cost_usd) / base if base else None)
 
 
+def shown_policies(s: SeriesReport) -> dict:
+    """The rows of one series: :meth:`capplan.report.model.SeriesReport.policies` with ``recommended`` the
+    figures of what the exported objects allow (:meth:`~capplan.report.model.SeriesReport.exported`: held to
+    the pool's quota when the Queue holds it there) and, for such a pool, ``quota_raised`` after it (the
+    uncapped recommendation: what raising the quota to ``quota.need_gpus`` buys)."""
+    out = {}
+    for name, m in s.policies().items():
+        if name == "recommended" and s.exported() is not m:
+            out["recommended"], out["quota_raised"] = s.exported(), m
+        else:
+            out[name] = m
+    return out
+
+
+def _label(s: SeriesReport, name: str) -> str:
+    if name == "recommended":
+        return f"recommended ({s.recommendation})"
+    if name == "quota_raised":
+        return f"quota raised to {s.quota.need_gpus}"
+    return name.replace("_", " ")
+
+
 def table_rows(report: Report, doc: dict | None = None) -> tuple[list[Column], list[list[str]]]:
     """Columns and cell strings of the plan table (one row per series and policy,
     :meth:`capplan.report.model.SeriesReport.policies`; costs USD, coverage and idle ratio as percent,
@@ -98,19 +124,18 @@ def table_rows(report: Report, doc: dict | None = None) -> tuple[list[Column], l
     plain document, read for fields the typed model does not carry."""
     extras = [(k, c, f) for k, c, f in EXTRA_COLUMNS
               if any(getattr(m, k) is not None for s in report.series.values() for m in s.policies().values())]
-    mixes = {(sid, name): _mix(doc, sid, name, m) for sid, s in report.series.items()
-             for name, m in s.policies().items()}
+    mixes = {(sid, name): _mix(doc if name != "recommended" or s.exported() is s.recommended else None, sid, name, m)
+             for sid, s in report.series.items() for name, m in shown_policies(s).items()}
     show_mix = any(v is not None for v in mixes.values())
     cols = COLUMNS + [c for _, c, _ in extras] + ([MIX_COLUMN] if show_mix else [])
     rows = []
     for sid, s in report.series.items():
-        pols = s.policies()
+        pols = shown_policies(s)
         base = pols["baseline"].cost_usd
         for i, name in enumerate(n for n in pols if n not in TABLE_SKIP):
             m = pols[name]
             saving = "" if name == "baseline" else _pct(_saving(m, base)[1]) if base else ""
-            label = f"recommended ({s.recommendation})" if name == "recommended" else name.replace("_", " ")
-            row = [sid if i == 0 else "", label, s.kind if i == 0 else "",
+            row = [sid if i == 0 else "", _label(s, name), s.kind if i == 0 else "",
                    f"{m.cost_usd:,.0f}" if m.cost_usd is not None else "n/a", _pct(m.coverage), _pct(m.idle_ratio),
                    f"{m.unmet:,.1f} {_unit(s)}" if m.unmet is not None else "", saving]
             row += [f.format(getattr(m, k)) if getattr(m, k) is not None else "" for k, _, f in extras]
@@ -130,7 +155,7 @@ def csv_rows(report: Report, doc: dict | None = None) -> list[dict]:
     perfect-foresight cost) to 3 decimals; the purchase mix per :func:`capplan.report.mix_shares.csv_fields`."""
     rows = []
     for sid, s in report.series.items():
-        pols = s.policies()
+        pols = shown_policies(s)
         base = pols["baseline"].cost_usd
         for name, m in pols.items():
             usd, ratio = _saving(m, base)
@@ -140,7 +165,8 @@ def csv_rows(report: Report, doc: dict | None = None) -> list[dict]:
                          "saving_ratio": _round(ratio, 4), "regret": _round(m.regret, 3),
                          "coverage": _round(m.coverage, 4), "idle_ratio": _round(m.idle_ratio, 4),
                          "unmet": _round(m.unmet, 2), "scale_events": m.scale_events,
-                         **csv_fields(_mix(doc, sid, name, m)),
+                         **csv_fields(_mix(doc if name != "recommended" or s.exported() is s.recommended else None,
+                                           sid, name, m)),
                          "fallbacks": len(s.fallbacks), "warnings": len(s.warnings)})
     return rows
 
@@ -176,12 +202,14 @@ def print_notes(report: Report, console: Console, verbose: bool = False) -> None
     series, ungrouped."""
     rows = series_notes(report, verbose)
     kinds = {sid: s.kind for sid, s in report.series.items()}
+    quota = quota_note(report.summary or fleet_summary(report))  # every pool above its quota: act on it
+    first = [Note(quota, [], 0, True)] if quota else []
     if verbose:
-        notes = [Note(text, [sid], rank(text, warning), warning) for sid, text, warning in rows]
+        notes = first + [Note(text, [sid], rank(text, warning), warning) for sid, text, warning in rows]
         notes.sort(key=lambda n: n.rank)
         folded = False
     else:
-        notes, folded = fold_informational(group_notes(rows), NOTE_BUDGET)
+        notes, folded = fold_informational(first + group_notes(rows), NOTE_BUDGET)
     for r, heading in RANKS.items():
         part = [n for n in notes if n.rank == r]
         if part:
@@ -324,8 +352,13 @@ def register(app: typer.Typer) -> None:
 
         render(fmt, report, lambda: csv_rows(result, report), table, out, output)
         failed = report.get("failed") or {}
-        for sid, f in failed.items():
-            err.print(f"[red]failed[/red] {sid} ({f['stage']}): {f['error']}", highlight=False)
+        for sid, f in list(failed.items())[:FAILED_SHOWN]:  # ids as text, never as console markup
+            err.print(f"failed {sid} ({f['stage']}): {f['error']}", style="red", highlight=False, markup=False)
+        if len(failed) > FAILED_SHOWN:  # thousands of short series: counted by cause, each in report.json
+            why = Counter("too short" if ": too short:" in f["error"] else f"failed in {f['stage']}"
+                          for f in list(failed.values())[FAILED_SHOWN:])
+            err.print(f"... and {len(failed) - FAILED_SHOWN} more: " + ", ".join(f"{n} {w}" for w, n in
+                      why.most_common()) + " (report.json: failed lists each)", highlight=False, markup=False)
         if failed:
             err.print(f"{len(failed)} series failed and were left out (report.json: failed); the others "
                       f"were planned. Exit code {EXIT_PARTIAL}.", highlight=False)

@@ -50,6 +50,9 @@ def export(state: PlanState) -> None:
                                        "executor": state.executor.name if state.executor else "local"})
     report = build_report(run, prep, fc, state.scores, outcomes, state.plans, cfg.plan.coverage_target,
                           state.ledger, state.missing)
+    for s in report.series.values():  # the exported Volcano Queue holds a pool to its quota unless told not to
+        if s.quota is not None:
+            s.quota.held = cfg.export.capability_limit == "quota"
     report.summary = fleet_summary(report)
     with atomic.replace_dir(Path(state.out)) as tmp:
         state.progress("export", "writing policy and manifests")

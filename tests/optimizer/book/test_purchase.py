@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capplan.report.summary import fleet_summary, summary_lines
+from capplan.report.summary import fleet_summary, quota_note, summary_lines
 from optimizer.book.prices import GpuPrice, default_price_book
 from optimizer.book.purchase import held_reservation, mix_note, mix_total, sellable_layers, spot_share, within_quota
 from optimizer.book.purchase_check import quota_check
@@ -131,7 +131,7 @@ def test_the_fleet_mix_sums_the_recommended_mixes_and_tolerates_old_runs():
     assert "capped" not in s.cost_usd  # the quota block is not a policy
     assert s.quota[0].need_gpus == 12
     lines = summary_lines(s)
-    assert any("spot 30 %" in x for x in lines) and any("raise the quota to 12" in x for x in lines)
+    assert any("spot 30 %" in x for x in lines) and "train/a 8 -> 12 GPUs: coverage 50.0 % -> 100.0 %" in quota_note(s)
     old = fleet_summary({"run": {}, "series": {"train/a": {"recommended": m, "baseline": m}}})
     assert old.mix is None and any("mix not recorded" in x for x in summary_lines(old))
     # the line under the table shows a coverage as the table does (0.94948: 94.9 %, not 95.0 % of a rounded 0.9495)
