@@ -52,6 +52,11 @@ class Windows:
         return [self.eval_start.isoformat(), self.end.isoformat()]
 
 
+MIN_POINTS = 36
+"""Fewest 5-minute grid points :func:`split_windows` splits: three windows of one hour (12 points,
+the hourly tier's 1 h horizon), so each window holds one full hourly forecast and one decision lead."""
+
+
 def split_windows(index: pd.DatetimeIndex, tune_days: float = 7, eval_days: float = 7,
                   min_train_days: float = 7) -> Windows:
     """Split a series' timestamps into training, tuning and evaluation windows.
@@ -63,10 +68,13 @@ def split_windows(index: pd.DatetimeIndex, tune_days: float = 7, eval_days: floa
 
     Raises
     ------
-    ValueError: fewer than 6 grid points.
+    ValueError: fewer than :data:`MIN_POINTS` grid points (too short: each window must hold at
+        least one hour, the hourly tier's horizon); the message starts with ``too short``.
     """
-    if len(index) < 6:
-        raise ValueError(f"series has {len(index)} points; at least 6 are needed to split windows")
+    if len(index) < MIN_POINTS:
+        raise ValueError(f"too short: {len(index)} points on the grid; at least {MIN_POINTS} are needed (training, "
+                         f"tuning and evaluation windows of at least {MIN_POINTS // 3} points each, one hour: the "
+                         "hourly tier's horizon)")
     start, end = index[0], index[-1]
     span = end - start + STEP
     need = pd.Timedelta(days=min_train_days + tune_days + eval_days)

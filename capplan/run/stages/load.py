@@ -10,7 +10,9 @@ It writes the regularisation's notes, the source's notes and its spike warnings
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import pandas as pd
 
 from capplan.config.settings import CapplanConfig
@@ -21,7 +23,7 @@ from capplan.sources import LoadedHistory, load_source
 from forecasting import backtest as bt
 from forecasting.regularise import regularise, to_hourly
 from forecasting.types import STEP, SeriesMeta
-from optimizer.engine.inputs import median_spacing, native_grid
+from optimizer.engine.inputs import native_grid
 from optimizer.search.multiweek import evidence_windows
 
 
@@ -70,7 +72,7 @@ def load(state: PlanState) -> None:
     state.loaded = select_series(state.source, state.cfg, state.series, state.timezone)
     loaded = state.loaded
     state.progress("regularise", f"{loaded.frame['series_id'].nunique()} series, {len(loaded.frame)} rows")
-    state.prep = prepare(loaded, state.cfg, state.ledger)
+    state.prep = prepare(loaded, state.cfg, state.ledger, progress=lambda line: state.progress("regularise", line))
     for sid in state.prep.windows:
         for n in loaded.notes_for(sid, state.prep.windows):
             state.ledger.note(sid, n)
@@ -103,7 +105,24 @@ def select_series(source: str, cfg: CapplanConfig, series: list[str] | None = No
     return loaded
 
 
-def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger) -> Prepared:
+PROGRESS_EVERY = 2000
+"""Series between two progress lines of :func:`prepare`'s window split."""
+
+
+def _median_spacings(frame: pd.DataFrame) -> pd.Series:
+    """Per series with at least 3 distinct timestamps, the median spacing of its distinct
+    ``timestamp`` values (Timedelta; as :func:`optimizer.engine.inputs.median_spacing`), sorted by
+    series id; computed for all series at once."""
+    f = frame[["series_id", "timestamp"]].drop_duplicates().sort_values(["series_id", "timestamp"])
+    gaps = f["timestamp"].diff()
+    gaps[f["series_id"].ne(f["series_id"].shift())] = pd.NaT
+    n = f.groupby("series_id").size()
+    med = gaps.groupby(f["series_id"]).median()
+    return med[(n >= 3) & med.notna()].sort_index()
+
+
+def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger,
+            progress: Callable[[str], None] | None = None) -> Prepared:
     """Regularise to 5 minutes, aggregate to hours, split windows per series; each series'
     regularisation notes go to ``ledger``. A series with no observed value at all, or too
     short to split into windows, is failed in ``ledger`` (stage ``regularise``) and left out.
@@ -115,42 +134,56 @@ def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger) -> Prepar
     that cannot be used (too short, nothing observed) is left out of the fleet.
 
     Raises InputError when no chosen series has an observed value, every chosen series is
-    too short to split, or one is sampled at 10 minutes or more (its median spacing,
+    too short to split, or one is sampled at 10 minutes or more (its median spacing, as
     :func:`optimizer.engine.inputs.median_spacing`: every other 5-minute point would be a gap;
-    jittered 5-minute samples pass)."""
+    jittered 5-minute samples pass).
+
+    Time grows linearly with the number of series and rows (no per-series scan of the whole
+    frame); ``progress`` is told a line per phase and every :data:`PROGRESS_EVERY` series split."""
+    told = progress or (lambda line: None)
     ctx = loaded.context if loaded.context is not None and len(loaded.context) else None
     frame = loaded.frame if ctx is None else pd.concat([loaded.frame, ctx], ignore_index=True)
     chosen = set(loaded.frame["series_id"].unique())
-    for sid, g in loaded.frame.groupby("series_id"):
-        step = median_spacing(g)
-        if step is not None and step >= 2 * STEP:  # every other grid point empty: not jitter
+    spacing = _median_spacings(loaded.frame)
+    for sid, step in spacing.items():
+        if step >= 2 * STEP:  # every other grid point empty: not jitter
             raise InputError(f"series {sid}: sampled every {step.total_seconds():g} s (median spacing); capplan "
                              "forecasts and replays "
                              f"on a {STEP.total_seconds() / 60:g}-minute grid, so coarser data would read as gaps: "
                              f"give samples every 5 minutes or finer (e.g. a Prometheus pull with step 5m)")
-    h5, rep = regularise(frame)
+    h5, rep = regularise(frame, progress=told)
+    told(f"hourly aggregates of {len(h5)} points")
     h1 = to_hourly(h5)
+    raw = loaded.frame.groupby("series_id")["timestamp"].agg(["size", "min", "max"])
     windows, notes, short = {}, {}, {}
-    for sid, g in h5.groupby("series_id"):
+    codes, ids = pd.factorize(h5["series_id"], sort=False)  # h5 is sorted by series: contiguous blocks
+    bounds = np.flatnonzero(np.diff(codes)) + 1
+    starts, ends = np.concatenate([[0], bounds]), np.concatenate([bounds, [len(codes)]])
+    stamps = pd.DatetimeIndex(h5["timestamp"])
+    for i, (sid, a, b) in enumerate(zip(ids, starts, ends), 1):
+        if i % PROGRESS_EVERY == 0:
+            told(f"windows: {i}/{len(ids)} series")
         notes[sid] = rep.notes(sid)
-        idx = pd.DatetimeIndex(g["timestamp"])
+        idx = stamps[a:b]
         try:
             w = bt.split_windows(idx, cfg.plan.tune_days, cfg.plan.eval_days)
-        except ValueError as exc:
+        except ValueError:  # too short (forecasting.backtest.MIN_POINTS)
             if sid in chosen:  # left out like a series with no observed value (a context one: not in the fleet)
-                raw = loaded.frame.loc[loaded.frame["series_id"] == sid, "timestamp"]
-                short[sid] = Failed(f"InputError: series {sid}: {len(raw)} row(s) in {loaded.label or 'the source'} "
-                                    f"from {raw.min().isoformat()} to {raw.max().isoformat()} make {len(idx)} "
-                                    f"point(s) on the 5-minute grid; splitting windows needs more ({exc}); give "
-                                    "it a longer history")
+                n, t0, t1 = raw.loc[sid, "size"], raw.loc[sid, "min"], raw.loc[sid, "max"]
+                short[sid] = Failed(f"InputError: series {sid}: too short: {n} row(s) in "
+                                    f"{loaded.label or 'the source'} from {t0.isoformat()} to {t1.isoformat()} make "
+                                    f"{len(idx)} point(s) on the 5-minute grid; planning needs at least "
+                                    f"{bt.MIN_POINTS} (training, tuning and evaluation windows of an hour each); "
+                                    "give it a longer history")
             continue
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")
         elif not cfg.plan.quick:  # the tuning window holds the complete weeks of evidence (optimizer.search.multiweek);
             w = evidence_windows(w, cfg.plan.evidence_weeks)  # a quick run keeps its short one (capplan.config.quick)
         windows[sid] = w
-    native = {sid: native_grid(loaded.frame[loaded.frame["series_id"] == sid])
-              for sid in windows if sid in chosen and loaded.meta.get(sid, SeriesMeta()).kind == "inference"}
+    inference = [sid for sid in windows if sid in chosen and loaded.meta.get(sid, SeriesMeta()).kind == "inference"]
+    rows = loaded.frame[loaded.frame["series_id"].isin(inference)].groupby("series_id") if inference else {}
+    native = {sid: native_grid(g) for sid, g in rows}
     meta = {sid: loaded.meta.get(sid, SeriesMeta()) for sid in windows}
     everything = Prepared(h5, h1, meta, windows, rep, {k: v for k, v in native.items() if v is not None})
     observed = h5.groupby("series_id")["value"].count()
