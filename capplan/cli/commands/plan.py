@@ -30,10 +30,12 @@ from capplan.cli.commands.output import (
     Format,
     check_out_dir,
     check_output_file,
+    check_subset_overwrite,
     render,
     split_ids,
 )
 from capplan.cli.console import StageProgress, err, out
+from capplan.cli.fleet_table import print_fleet
 from capplan.cli.options import check_timezone
 from capplan.cli.table import Column, fit_table
 from capplan.config.quick import apply_quick
@@ -193,6 +195,7 @@ def print_report(report: Report, console: Console, verbose: bool = False, doc: d
         console.print(f"(recommended ({', '.join(peers)}): the policy the exports carry, which expresses that peer "
                       "(optimizer.rivals.expressed); the peer's own row replays its rule as such)", highlight=False,
                       markup=False)
+    print_fleet(report.fleet, console)  # only when the run has a fleet
     print_notes(report, console, verbose)
 
 
@@ -231,7 +234,10 @@ def register(app: typer.Typer) -> None:
         config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml: Prometheus, series, prices, "
                                               "search bounds. See the README.", show_default="none"),
         out_dir: Path = typer.Option(Path("capplan-out"), "--out",
-                                     help="Output folder; replaced atomically at the end."),
+                                     help="Output folder; replaced atomically at the end. A --series run refuses "
+                                     "to replace a plan of more series there (exit 2) unless --force."),
+        force: bool = typer.Option(False, "--force", help="With --series: replace an --out folder that holds a "
+                                   "plan of more series."),
         series: Optional[list[str]] = typer.Option(None, "--series", help=SERIES_HELP, metavar="ID[,ID...]",
                                                    show_default="all"),
         seed: int = typer.Option(0, "--seed", help="Seed for the LSTM, Prophet sampling and the search. Spot "
@@ -290,6 +296,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--seed {seed}: must be between 0 and 2**32 - 1 (NumPy's and TensorFlow's range)")
         ids = split_ids(series)
         check_out_dir(out_dir, source=source)
+        check_subset_overwrite(out_dir, ids, force)
         check_output_file(output, source, config)
         cfg = with_prometheus_url(load_config(config), prometheus_url)
         if store is not None:
@@ -355,7 +362,7 @@ def register(app: typer.Typer) -> None:
         for sid, f in list(failed.items())[:FAILED_SHOWN]:  # ids as text, never as console markup
             err.print(f"failed {sid} ({f['stage']}): {f['error']}", style="red", highlight=False, markup=False)
         if len(failed) > FAILED_SHOWN:  # thousands of short series: counted by cause, each in report.json
-            why = Counter("too short" if ": too short:" in f["error"] else f"failed in {f['stage']}"
+            why = Counter("too short" if "too short:" in f["error"] else f"failed in {f['stage']}"
                           for f in list(failed.values())[FAILED_SHOWN:])
             err.print(f"... and {len(failed) - FAILED_SHOWN} more: " + ", ".join(f"{n} {w}" for w, n in
                       why.most_common()) + " (report.json: failed lists each)", highlight=False, markup=False)

@@ -47,7 +47,8 @@ def test_300_short_series_fail_as_too_short_with_progress():
     took = time.perf_counter() - t0
     failed = ledger.failed
     assert list(prep.windows) == ["train/long"] and len(failed) == 300
-    assert all(v["stage"] == "regularise" and ": too short: 10 row(s) in many.csv" in v["error"]
+    assert all(v["stage"] == "regularise" and ": 10 row(s) in many.csv" in v["error"]
+               and "too short:" in v["error"]
                and f"at least {MIN_POINTS}" in v["error"] for v in failed.values())
     assert any("grid" in x for x in lines) and took < 20, (took, lines)
 
