@@ -107,6 +107,31 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
     _writable_parent(p, option, create=True)
 
 
+def check_subset_overwrite(path: Path, ids: list[str] | None, force: bool = False, option: str = "--out") -> None:
+    """Refuse to replace a fuller plan with a subset: a run limited to ``ids`` (``--series``) whose output
+    folder ``path`` holds a previous plan (its ``report.json``) of series that ``ids`` leaves out would drop
+    them from ``path`` silently. Nothing to check for a run of every series (``ids`` None), with ``force``,
+    or when ``path`` holds no readable report.
+
+    Raises InputError (exit 2) naming the folder, how many series it holds and which the run leaves out,
+    and the two ways on: ``--out OTHER`` (a new folder) or ``--force`` (replace it).
+    """
+    if ids is None or force:
+        return
+    try:
+        doc = json.loads((Path(path) / "report.json").read_text(encoding="utf-8"))
+        held = list((doc.get("series") or {}).keys())
+        run_id = (doc.get("run") or {}).get("run_id", "")
+    except (OSError, ValueError, AttributeError):
+        return
+    dropped = [s for s in held if s not in set(ids)]
+    if dropped:
+        raise InputError(f"{option} {path}: holds a plan of {len(held)} series{f' (run {run_id})' if run_id else ''}, "
+                         f"and this run plans {len(ids)} (--series), which would replace it without "
+                         f"{first_few(dropped)}; write the subset elsewhere (--out OTHER) or replace the folder "
+                         "(--force)")
+
+
 def _foreign_files(p: Path) -> list[str]:
     """Files under a previous output folder ``p`` (paths relative to it) that capplan did not write:
     those its ``report.json`` does not list in ``run.files``; without a readable list (an export
