@@ -89,6 +89,17 @@ class SeriesConfig(BaseModel):
     share: float | str | None = Field(default=None, description="fleet: the share of one GPU its work needs "
                                       "(0 < share <= 1) or a MIG profile name such as 1g.10gb")
 
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, v):
+        """Printable, without surrounding spaces, as the CSV reader requires (capplan.sources.files): line
+        breaks, tabs and terminal escapes cannot be label values, file names or manifest names, and would
+        rewrite the terminal when printed."""
+        if not v.isprintable() or v != v.strip():
+            raise ValueError(f"{v!r} holds control characters (line breaks, tabs, escapes) or surrounding spaces; "
+                             "use a printable id such as train/team-a")
+        return v
+
     @field_validator("share", mode="before")
     @classmethod
     def _share(cls, v):

@@ -73,21 +73,29 @@ _ON_DEMAND = {
 ALIASES = {"A10G": "A10G-24GB"}
 
 
+MAX_PRICE = 10_000.0
+"""Highest price accepted, USD per GPU-hour: about 1,000 times the dearest GPU-hour sold (H100 on demand,
+about 12 USD), so a typo or an overflowing value (``1e308``) is refused at the price key, not met as an
+infinite cost in a series' replay."""
+MAX_TERM_DAYS = 3 * 366
+"""Longest reservation term accepted, days: the longest commitment the clouds sell (3 years)."""
+
+
 class GpuPrice(BaseModel):
     """USD per GPU-hour for one GPU model, and what of each layer a cloud sells (:mod:`optimizer.book.purchase`).
     Unknown keys are refused (a misspelt ``spot_cap_share`` would otherwise leave spot uncapped, silently)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    on_demand: float = Field(gt=0, description="on-demand price, USD per GPU-hour")
-    reserved: float = Field(gt=0, description="reserved (committed) price, USD per GPU-hour")
-    spot: float = Field(gt=0, description="spot price, USD per GPU-hour")
+    on_demand: float = Field(gt=0, le=MAX_PRICE, description="on-demand price, USD per GPU-hour")
+    reserved: float = Field(gt=0, le=MAX_PRICE, description="reserved (committed) price, USD per GPU-hour")
+    spot: float = Field(gt=0, le=MAX_PRICE, description="spot price, USD per GPU-hour")
     spot_cap_gpus: float | None = Field(default=None, ge=0, description="most spot GPUs the cloud sells at once; "
                                         "None = no cap")
     spot_cap_share: float | None = Field(default=None, ge=0, le=1, description="most spot GPUs as a share (0-1) of "
                                          "the GPUs bought in a step; None = no cap")
-    reserved_min_term_days: float = Field(default=7.0, gt=0, description="a reservation's (capacity block's) "
-                                          "minimum term, days")
+    reserved_min_term_days: float = Field(default=7.0, gt=0, le=MAX_TERM_DAYS, description="a reservation's "
+                                          "(capacity block's) minimum term, days")
     interruption_rate: float | None = Field(default=None, ge=0, description="spot interruptions per spot GPU-hour; "
                                             "None = plan.interruption_rate")
     recovery_s: int | None = Field(default=None, ge=0, description="GPU-seconds lost per interruption; "
