@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from capplan.errors import InputError
 from capplan.report import jsonout
+from capplan.report.fleet import FleetReport
 from capplan.report.risk import risk_warnings
 from capplan.report.summary import FleetSummary, ordered
 from forecasting.registry import library_versions
@@ -290,6 +291,9 @@ class RunInfo(_Model):
                         "its figures are for a first look")
     quick_reductions: list[str] = Field(default_factory=list, description="a quick run: each part it did smaller "
                                         "than a default plan, with both values (capplan.config.quick.quick_reductions)")
+    gpu_models: dict[str, dict[str, Any]] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="runs with a fleet: the GPU catalogue used, per "
+        "model its memory, relative speeds, MIG profiles, GPUs per node and prices (capplan.report.fleet)")
     reuse: dict[str, dict[str, int]] = Field(default_factory=dict, description="totals of the series' `reused`: "
                                              "rolling_blocks {reused, computed, fit_reused} and search {reused, "
                                              "tuning_reused, computed}")
@@ -308,6 +312,9 @@ class Report(_Model):
     summary: FleetSummary | None = Field(default=None, description="the fleet on the evaluation windows: cost per "
                                          "policy, overall saving, series below the coverage target "
                                          "(capplan.report.summary)")
+    fleet: FleetReport | None = Field(default=None, exclude_if=lambda v: v is None, description="runs whose series set "
+                                      "fleet keys: the fleet plan per GPU model and purchase option, against each "
+                                      "series alone, pooled and the limit (capplan.report.fleet)")
 
     def to_json(self, indent: int | None = None) -> str:
         """Strict JSON (non-finite floats as null; :mod:`capplan.report.jsonout`)."""

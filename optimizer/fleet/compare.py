@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optimizer.fleet.causal import CausalRule, FleetPlan, causal_plan
-from optimizer.fleet.limit import LAYERS, Sizing, layer_cost, size
+from optimizer.fleet.limit import LAYERS, Sizing, fleet_limit, layer_cost, size
 from optimizer.fleet.problem import FleetProblem, violations
 
 
@@ -105,8 +105,8 @@ def compare(problem: FleetProblem, history: np.ndarray, start: int, rule: Causal
     pooled_p = problem.variant("pooled")
     pooled = causal_plan(pooled_p, history, start, rule)
     alone = [causal_plan(p, history[i:i + 1], start, rule) for i, p in enumerate(problem.alone())]
-    limit = size(problem)
-    pooled_limit = size(pooled_p)
+    limit = fleet_limit(problem)
+    pooled_limit = fleet_limit(problem, "pooled")
     alone_limit = float(sum(size(p).cost_usd for p in problem.alone()))
     return FleetComparison(problem=problem, recommended=rec, pooled=pooled, alone=alone, limit=limit,
                            pooled_limit=pooled_limit, alone_limit_usd=alone_limit,

@@ -228,11 +228,23 @@ def size(problem: FleetProblem, base: np.ndarray | None = None, layers: tuple[st
                   bound_usd=min(bound, cost))
 
 
-def fleet_limit(problem: FleetProblem, variant: str = "substitution") -> Sizing:
-    """The perfect-foresight limit of ``problem``'s fleet: :func:`size` with every layer free, on the variant
-    ``substitution`` (each series on its allowed models) or ``pooled`` (each on its own model). The ``alone``
-    limit is the sum of :func:`size` over :meth:`FleetProblem.alone`."""
-    return size(problem.variant(variant))
+def fleet_limit(problem: FleetProblem, variant: str = "substitution", exact_time_s: float = 10.0) -> Sizing:
+    """The perfect-foresight limit of ``problem``'s fleet on the variant ``substitution`` (each series on its
+    allowed models) or ``pooled`` (each on its own model): :func:`size`'s two-stage plan, and also the one
+    whole-GPU programme for up to ``exact_time_s`` seconds (0: not tried); the cheaper plan is kept, with the
+    higher of the two proven bounds. The ``alone`` limit is the sum of :func:`size` over
+    :meth:`FleetProblem.alone`."""
+    p = problem.variant(variant)
+    best = size(p)
+    if exact_time_s > 0:
+        try:
+            ex = size(p, exact=True, time_limit_s=exact_time_s)
+        except RuntimeError:  # no whole-GPU solution within the time: the two-stage plan stands
+            return best
+        bound = max(best.bound_usd, ex.bound_usd)
+        best = ex if ex.cost_usd < best.cost_usd else best
+        best.bound_usd = min(bound, best.cost_usd)
+    return best
 
 
 def alone_limit(problem: FleetProblem) -> float:

@@ -14,6 +14,7 @@ import pandas as pd
 from capplan.config.settings import CapplanConfig
 from capplan.report.model import build_report
 from capplan.report.summary import fleet_summary
+from capplan.run.stages.fleet import fleet_section
 from capplan.run.state import Forecasts, Ledger, PlanState, Prepared
 from capplan.store import atomic
 from capplan.store.retention import folder_bytes, write_backtest
@@ -54,6 +55,9 @@ def export(state: PlanState) -> None:
         if s.quota is not None:
             s.quota.held = cfg.export.capability_limit == "quota"
     report.summary = fleet_summary(report)
+    fleet = fleet_section(state)  # None without fleet keys: the report is as before
+    if fleet is not None:
+        report.fleet, report.run.gpu_models = fleet
     with atomic.replace_dir(Path(state.out)) as tmp:
         state.progress("export", "writing policy and manifests")
         write_all(state.plans, tmp, cfg.export)
