@@ -56,6 +56,17 @@ _TRAIN_FLAT = {"capability_gpus": "capabilityGpus", "deserved_gpus": "deservedGp
 _INF_FLAT = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas", "target_utilization": "targetUtilization",
              "fallback_replicas": "fallbackReplicas"}
 
+#: the header lines of policy.yaml that say who reads what (docs/objects.md)
+POLICY_ROLE = (
+    "what enforces the plan: manifests/ (kubectl apply -k manifests/): a Volcano Queue per training pool (its GPU",
+    "ceiling, held to the quota), a KEDA ScaledObject or HPA per inference service (replicas, target, behaviour),",
+    "PriorityClasses, and Kueue ResourceFlavors/ClusterQueues/LocalQueues with a fleet plan. No controller",
+    "capplan ships reads this object: it records the plan (the purchase mix per lead time for whoever buys",
+    "reserved, spot and on-demand capacity, the tuned params, the expected figures) and is the source",
+    "capplan export re-renders manifests/ from; docs/objects.md",
+)
+
+
 def _metrics_entry(m: Metrics) -> dict:
     """A policy's replay figures in camelCase, its purchase ``mix`` too (layers ``reserved``, ``spot``,
     ``onDemand``, each ``{gpuHours, costUsd}``; :func:`optimizer.book.purchase.layer_mix`); ``None``
@@ -138,6 +149,7 @@ def write(plans: list[SeriesPlan], ctx: Context) -> list[Doc]:
     mixes = [c for c in (mix_comment(p) for p in plans) if c]
     return [Doc(PATH, policy_object(plans, ctx),
                 header="capplan dispatcher policy; schema: schemas/dispatcherpolicy.schema.json\n"
+                       + "\n".join(POLICY_ROLE) + "\n"
                        "ratios are 0-1, costs USD, unmet in GPU-hours (training) or replica-hours (inference)"
                        + ("\npurchase mix of the recommendation on the evaluation window (share of GPU-hours, USD):\n"
                           + "\n".join(mixes) if mixes else ""))]
