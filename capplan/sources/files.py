@@ -114,6 +114,21 @@ def _localize(naive: pd.Series, timezone: str, path: Path) -> pd.Series:
     return local
 
 
+def _in_range(parsed: pd.Series, col: pd.Series, path: Path) -> pd.Series:
+    """``parsed`` (datetimes of any unit, indexed as ``col``) when every one lies within the range a
+    nanosecond timestamp holds (``pd.Timestamp.min`` to ``max``: 1677-09-21 to 2262-04-11), as the
+    history contract's ``datetime64[ns, UTC]`` needs. Raises InputError naming the first row outside."""
+    lo, hi = pd.Timestamp.min, pd.Timestamp.max
+    if getattr(parsed.dt, "tz", None) is not None:
+        lo, hi = lo.tz_localize("UTC"), hi.tz_localize("UTC")
+    far = parsed.notna() & ((parsed < lo) | (parsed > hi))
+    if far.any():
+        i = int(col.index.get_loc(far.index[np.flatnonzero(far.to_numpy())[0]]))
+        raise InputError(f"{path}: row {i + 2}: column timestamp: {col.iloc[i]!r} lies outside "
+                         f"{lo.date()} to {hi.date()}, the range capplan's timestamps hold; fix or remove the row")
+    return parsed
+
+
 def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str] | None = None) -> pd.Series:
     """ISO 8601 (with or without offset), epoch seconds or epoch milliseconds
     (numbers >= ``MS_FROM``) -> ``datetime64[ns, UTC]``. ``notes`` (if given)
@@ -123,7 +138,7 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str]
     too large for epoch milliseconds.
     """
     if pd.api.types.is_datetime64_any_dtype(col):
-        ts = pd.to_datetime(col)
+        ts = _in_range(pd.to_datetime(col), col, path)
         if ts.dt.tz is None:
             ts = _localize(ts, timezone, path)
         return ts.dt.tz_convert("UTC").astype("datetime64[ns, UTC]")
@@ -134,10 +149,11 @@ def parse_timestamps(col: pd.Series, path: Path, timezone: str, notes: list[str]
     has_offset = s.str.contains(r"(?:Z|[+-]\d{2}:?\d{2})$", regex=True)
     out = pd.Series(pd.NaT, index=s.index, dtype="datetime64[ns, UTC]")
     if has_offset.any():
-        out[has_offset] = pd.to_datetime(s[has_offset], utc=True, errors="coerce", format="ISO8601")
+        out[has_offset] = _in_range(pd.to_datetime(s[has_offset], utc=True, errors="coerce", format="ISO8601"),
+                                    col, path)
     naive = ~has_offset & numeric.isna()
     if naive.any():
-        parsed = pd.to_datetime(s[naive], errors="coerce", format="ISO8601")
+        parsed = _in_range(pd.to_datetime(s[naive], errors="coerce", format="ISO8601"), col, path)
         out[naive] = _localize(parsed, timezone, path).dt.tz_convert("UTC")
     epoch = numeric.notna() & ~has_offset
     if epoch.any():
