@@ -136,7 +136,10 @@ def causal_plan(problem: FleetProblem, history: np.ndarray, start: int, rule: Ca
     """Plan ``problem``'s window causally and replay it. ``history``: (N, T_all) hourly demand of the same
     series on the whole timeline (whole GPUs of each series' own model; the window is ``problem.demand`` =
     ``history[:, start:start + T]``), read only before each decision (module docstring), unless ``scenarios``
-    gives the forecasts per layer. Weeks and days are counted from ``start``."""
+    gives the forecasts per layer. Weeks and days are counted from ``start``. Raises ValueError for an unknown
+    ``rule.method``."""
+    if rule.method not in ("saa", "quantile"):
+        raise ValueError(f"causal rule method {rule.method!r}: expected saa or quantile")
     t = problem.hours
     mm = len(problem.models)
     sc = scenarios or rule_scenarios(history, start, start + t, rule)

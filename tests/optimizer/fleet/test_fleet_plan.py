@@ -155,3 +155,17 @@ def test_replay_serves_what_capacity_allows_and_records_the_rest():
     assert unmet[:, 1].sum() == pytest.approx(3)
     # shortfall shared by share of demand: neither series is left with nothing
     assert placed[0, 0, 1] > 0 and placed[1, 0, 1] > 0
+
+
+def test_quantile_rule_and_given_forecasts_plan_too():
+    p, d = _fleet()
+    start, t = d.shape[1] - 48, 48
+    w = p.window(start, start + t)
+    q = causal_plan(w, d, start, CausalRule(method="quantile"))
+    assert q.cost_usd > 0 and np.all(q.coverage > 0.5)
+    # perfect forecasts as every layer's scenario: nothing is left unmet
+    exact = {k: d[:, start:start + t].astype(float) for k in ("reserved", "spot", "on_demand")}
+    f = causal_plan(w, d, start, scenarios=exact)
+    assert np.all(f.unmet == 0) and np.all(f.coverage == 1.0)
+    with pytest.raises(ValueError, match="method"):
+        causal_plan(w, d, start, CausalRule(method="magic"))
