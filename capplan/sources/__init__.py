@@ -20,7 +20,7 @@ from capplan.cli.options import check_timezone
 from capplan.errors import InputError
 from capplan.sources.files import load_csv, load_parquet
 from capplan.sources.history import LoadedHistory
-from capplan.sources.implausible import mask_implausible, spike_warnings
+from capplan.sources.implausible import mask_implausible, negative_warnings, spike_warnings
 from capplan.sources.sample import load_sample
 from capplan.sources.store_source import load_store
 from forecasting.plugins import Registry
@@ -39,7 +39,7 @@ def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHisto
 
     Implausible values (non-finite, or a million times beyond the series'
     median) become missing with a note, and suspect spikes (a thousand times the
-    series' median busy level) are kept with a warning in ``warnings``:
+    series' median busy level) and negative values (clipped to 0 later) are kept with a warning in ``warnings``:
     :mod:`capplan.sources.implausible`, the policy every command shares.
 
     Raises
@@ -56,6 +56,9 @@ def load_source(spec: str, *, timezone: str = "UTC", config=None) -> LoadedHisto
     loaded.frame, notes = mask_implausible(loaded.frame, loaded.label or spec, loaded.rows)
     loaded.notes.extend(notes)
     loaded.warnings.update(spike_warnings(loaded.frame, loaded.label or spec, loaded.rows))
+    for sid, w in negative_warnings(loaded.frame, loaded.label or spec, loaded.rows).items():  # one line a series
+        old = loaded.warnings.get(sid)
+        loaded.warnings[sid] = f"{old}; also {w.removeprefix('data: ')}" if old else w
     return loaded
 
 

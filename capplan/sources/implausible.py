@@ -27,6 +27,10 @@ plan sized on them buys that much capacity, so :func:`spike_warnings` gives one
 warning per series (how many, the first value and its row) that the report
 puts among the series' warnings. The factor sits far above what real traces
 hold (docs/method.md, "Measured on the sample: suspect spikes").
+
+**Negative values** are demand that cannot be: regularising clips them to 0, and
+:func:`negative_warnings` gives one warning per series naming the first rows, so the
+run says which input rows to fix instead of clipping them silently.
 """
 
 from __future__ import annotations
@@ -90,6 +94,34 @@ def spike_warnings(frame: pd.DataFrame, where: str = "", rows: pd.Series | None 
             out[sid] = (f"data: {int(big.sum())} value(s) above {b:.3g} = 1000 x the series' median busy level "
                         f"(first {v[first]:.6g}{_where(frame, first, where, rows)}) kept as demand: the plan buys "
                         "capacity for them; if they are an export or unit fault, remove them from the input")
+    return out
+
+
+#: how many negative values a warning names (row and timestamp)
+NEGATIVE_SHOWN = 3
+
+
+def negative_warnings(frame: pd.DataFrame, where: str = "", rows: pd.Series | None = None) -> dict[str, str]:
+    """``series_id -> warning`` for each series with negative values, naming the first
+    :data:`NEGATIVE_SHOWN` (value, row and timestamp). Demand cannot be negative: regularising clips them to 0
+    (:func:`forecasting.regularise.regularise`, whose note counts them), so a plan treats them as no demand; a
+    negative value is usually an input fault (a counter reset read as a rate, a difference of two series) that
+    the user should fix at its source. ``frame``/``where``/``rows`` as :func:`mask_implausible`. A warning reads
+    ``"data: 2 negative value(s) clipped to 0 (demand cannot be negative) in d.csv: -3 at row 7 (...), ...; ..."``."""
+    out: dict[str, str] = {}
+    if frame.empty:
+        return out
+    v = frame["value"].to_numpy(np.float64)
+    for sid, idx in frame.groupby("series_id", sort=True).indices.items():
+        neg = idx[np.flatnonzero(np.nan_to_num(v[idx], nan=0.0) < 0)]
+        if len(neg):
+            first = ", ".join(f"{v[i]:.6g}" + (f" at row {int(rows.iloc[i])}" if rows is not None else "")
+                              + f" ({pd.Timestamp(frame['timestamp'].iloc[i]).isoformat()})"
+                              for i in neg[:NEGATIVE_SHOWN])
+            more = f" and {len(neg) - NEGATIVE_SHOWN} more" if len(neg) > NEGATIVE_SHOWN else ""
+            out[sid] = (f"data: {len(neg)} negative value(s) clipped to 0 (demand cannot be negative)"
+                        + (f" in {where}" if where else "") + f": {first}{more}; if the input is a rate of a "
+                        "counter that reset, or a difference, fix it at its source")
     return out
 
 
