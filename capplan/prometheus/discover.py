@@ -23,8 +23,9 @@ names a model its admitted GPUs), those with ``gpu_model`` set; header values ar
 
 from __future__ import annotations
 
+import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -104,8 +105,17 @@ def _kube_resource(ksm: str) -> str:
     return f"nvidia.com/mig-{m.group(1)}.{m.group(2)}" if m else "nvidia.com/gpu"
 
 
+_RFC1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+    """An id part for a label value: itself when it is an RFC 1123 label (every Kubernetes namespace
+    is), else its letters, digits and ``_.-`` with a 6-hex-digit hash of the whole value after it, so
+    two values never share an id (``team a`` and ``team%a``). At most 63 characters."""
+    if _RFC1123.fullmatch(text):
+        return text
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:50] or "x"
+    return f"{base}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
 
 
 def header_env(name: str) -> str:
@@ -123,7 +133,9 @@ def starter_config(found: Found, url: str, header_names: list[str], store: str =
         for res in sorted(found.namespaces[ns]):
             mig = res != "nvidia_com_gpu"
             s = {"id": f"pool/{_slug(ns)}" + (f"/{_slug(res.replace('nvidia_com_', ''))}" if mig else ""),
-                 "template": "k8s_gpus_requested", "selector": {"namespace": ns}, "namespace": ns}
+                 "template": "k8s_gpus_requested", "selector": {"namespace": ns}}
+            if _RFC1123.fullmatch(ns):  # where its KEDA/HPA objects go; another value is no namespace
+                s["namespace"] = ns
             if mig:
                 s["params"] = {"resource": _kube_resource(res)}
             series.append(s)
@@ -175,6 +187,34 @@ def check_out(path: Path, force: bool = False) -> None:
     if why:
         raise InputError(f"--out {path}: {why}; it is left as it is: name another file (--out other.yaml) or "
                          "pass --force to replace it")
+
+
+def fitted(found: Found, fits: Callable[[Found], bool]) -> tuple[Found, list[str]]:
+    """The largest part of ``found`` whose starter config ``fits`` (e.g. its text within capplan's config
+    size limit, :data:`capplan.config.yaml_bounds.MAX_BYTES`) and the names left out (``namespace <name>``,
+    ``volcano queue <name>``, ``kueue clusterqueue <name>``): the namespaces and queues with the largest
+    peak demand are kept (ties by kind and name). All of ``found`` when it fits."""
+    items = ([(max(per.values()), "namespace", n) for n, per in found.namespaces.items()]
+             + [(v, "volcano queue", n) for n, v in found.volcano.items()]
+             + [(v, "kueue clusterqueue", n) for n, v in found.kueue.items()])
+    items.sort(key=lambda t: (-t[0], t[1], t[2]))
+
+    def keep(k: int) -> Found:
+        kept = {(kind, n) for _, kind, n in items[:k]}
+        return replace(found, namespaces={n: per for n, per in found.namespaces.items() if ("namespace", n) in kept},
+                       volcano={n: v for n, v in found.volcano.items() if ("volcano queue", n) in kept},
+                       kueue={n: v for n, v in found.kueue.items() if ("kueue clusterqueue", n) in kept})
+
+    if fits(found):
+        return found, []
+    lo, hi = 0, len(items) - 1  # the most items whose config fits: binary search on the count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(keep(mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return keep(lo), [f"{kind} {n}" for _, kind, n in items[lo:]]
 
 
 def dump(doc: dict) -> str:

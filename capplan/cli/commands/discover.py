@@ -15,10 +15,10 @@ from rich.table import Table
 from capplan.cli.commands.output import Format, render
 from capplan.cli.console import err, out
 from capplan.config.prometheus import PrometheusConfig, parse_duration
-from capplan.config.yaml_bounds import describe
+from capplan.config.yaml_bounds import MAX_BYTES, describe
 from capplan.errors import InputError, SourceError
 from capplan.prometheus.client import PrometheusClient, PrometheusError
-from capplan.prometheus.discover import check_out, discover, dump, header_env, starter_config
+from capplan.prometheus.discover import check_out, discover, dump, fitted, header_env, starter_config
 from capplan.prometheus.gpu_inventory import as_dict as gpu_doc
 from capplan.sources.prometheus import to_epoch
 from capplan.store import atomic
@@ -108,8 +108,17 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{prometheus_url}: no GPU namespace, Volcano queue or Kueue ClusterQueue with demand "
                              f"in the {lookback} before {pd_iso(end)}; check --at/--lookback and that "
                              "kube-state-metrics, Volcano or Kueue metrics are scraped")
-        atomic.write_text(out_file, dump(starter_config(found, prometheus_url, list(headers), store,
-                                                        scrape_interval)))
+        def text(f) -> str:
+            return dump(starter_config(f, prometheus_url, list(headers), store, scrape_interval))
+
+        kept, left = fitted(found, lambda f: len(text(f).encode()) <= MAX_BYTES)  # capplan must read it back
+        atomic.write_text(out_file, text(kept))
+        if left:
+            doc["left_out"] = left
+            err.print(f"discover: {len(left)} left out of {out_file} (the smallest peaks) so that it stays within "
+                      f"capplan's {MAX_BYTES // 1024} KiB config limit: {', '.join(left[:5])}"
+                      + (" ..." if len(left) > 5 else "") + " (--format json lists them)", highlight=False,
+                      markup=False)
 
         def table(console):
             t = Table(title=f"capplan discover: peak GPUs in the {lookback} before {pd_iso(end)}")
