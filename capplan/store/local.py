@@ -84,6 +84,24 @@ class Store:
             rels = None if only is None else [Path(p).relative_to(self.root).as_posix() for p in only]
             self._seen = remote.push_tree(self.remote, self.root, self._seen, only=rels)
 
+    def check_writable(self) -> None:
+        """Fail now, not after hours of forecasting, when the store cannot be written: the root is
+        created if missing and a temporary file is made and removed in it (its working folder for an
+        object-store root).
+
+        Raises InputError naming the store and the cause (read-only file system, permission denied,
+        a file in the way)."""
+        import tempfile
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".write-check-", suffix=".tmp", dir=self.root)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as exc:
+            raise InputError(f"store {self.root}: cannot write there ({exc.strerror or exc}); name a writable "
+                             "folder with --store or store: in the config") from None
+
     # -- history ----------------------------------------------------------
     @property
     def history_dir(self) -> Path:

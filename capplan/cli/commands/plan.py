@@ -325,9 +325,11 @@ def register(app: typer.Typer) -> None:
                              "own); name a folder outside it")
         if config is not None and source == "sample" and cfg.series and cfg.prometheus is not None:
             source = "store"
+        run_store = Store(cfg.store)
+        run_store.check_writable()  # a read-only store is said now, not after the forecasts
         with StageProgress(enabled=not quiet) as progress:
             result = run_plan(source, cfg, out_dir, series=ids, seed=seed, timezone=timezone,
-                              progress=progress, store=Store(cfg.store), publish=publish, reuse=reuse)
+                              progress=progress, store=run_store, publish=publish, reuse=reuse)
         report = result.model_dump()  # capplan.report.model.Report as a plain document for every format
 
         where = store_location(cfg, config)
