@@ -16,7 +16,9 @@ Per series of the served plan (:class:`capplan.serve.plan.LoadedPlan`), at the s
 * ``capplan_forecast_horizon_seconds{series_id, series}``: seconds from ``t`` to the last forecast
   step (negative when the plan is older than its forecast);
 
-and for the plan: ``capplan_plan_age_seconds`` (since the run finished), ``capplan_plan_info{run_id}``,
+and for the plan: ``capplan_plan_stale_seconds`` (seconds since the last forecast step of every series passed:
+0 while some forecast covers ``t``; :func:`stale_reason`, which ``/readyz`` answers 503 with),
+``capplan_plan_age_seconds`` (since the run finished), ``capplan_plan_info{run_id}``,
 ``capplan_plan_reload_failures_total`` and ``capplan_plan_last_reload_failed`` (1 while the newest
 ``LATEST`` could not be loaded and the previous plan is served).
 """
@@ -54,6 +56,35 @@ def forecast_at(g: pd.DataFrame, t: pd.Timestamp, q: str) -> float | None:
         return None
     v = g[q].iloc[i]
     return float(v) if np.isfinite(v) else None
+
+
+def forecast_end(plan: LoadedPlan) -> pd.Timestamp | None:
+    """The last forecast step of the served plan, over every series (UTC); None without forecasts."""
+    ts = plan.forecasts["timestamp"] if "timestamp" in plan.forecasts else pd.Series(dtype="datetime64[ns, UTC]")
+    return None if ts.empty else pd.Timestamp(ts.max())
+
+
+def stale_reason(plan: LoadedPlan, now: pd.Timestamp) -> str | None:
+    """Why the served plan is stale at ``now`` (UTC), in one line naming the run, where its forecasts end and
+    what to do; None while some series' forecast covers ``now`` (its last step is at or after it). A stale plan
+    serves no ``capplan_forecast_demand`` sample and no recommended replicas for the next hour, so an
+    autoscaler reading it falls back (KEDA ``fallback``)."""
+    end = forecast_end(plan)
+    if end is not None and end >= now:
+        return None
+    where = (f"run {plan.run_id} has no plan forecasts" if end is None else
+             f"the forecasts of run {plan.run_id} end at {end.isoformat()}, "
+             f"{_ago((now - end).total_seconds())} before now")
+    return (f"no forecast covers now: {where}; publish a plan on recent history "
+            "(capplan ingest, then capplan plan --source store --publish)")
+
+
+def _ago(seconds: float) -> str:
+    """``seconds`` as the largest whole unit that fits: ``6.5 years``, ``3.0 days``, ``2.0 hours``, ``40 s``."""
+    for unit, n in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600)):
+        if seconds >= n:
+            return f"{seconds / n:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def series_leads(plan: LoadedPlan, predictive_lead_s: int) -> list[int]:
@@ -94,6 +125,11 @@ class PlanCollector(Collector):
         age = GaugeMetricFamily("capplan_plan_age_seconds", "seconds since the served run finished")
         age.add_metric([], max(now_s - done, 0.0))
         yield age
+        end = forecast_end(plan)
+        stale = GaugeMetricFamily("capplan_plan_stale_seconds", "seconds since every series' last forecast step "
+                                  "passed (0 while some forecast covers now; /readyz is 503 above 0)")
+        stale.add_metric([], float("inf") if end is None else max((now - end).total_seconds(), 0.0))
+        yield stale
         yield from self._series(plan, now)
 
     def _series(self, plan: LoadedPlan, now: pd.Timestamp):
@@ -142,4 +178,4 @@ def _next_replicas(g: pd.DataFrame, now: pd.Timestamp, params: dict) -> float | 
     return float(need.max()) if len(need) and math.isfinite(float(need.max())) else None
 
 
-__all__ = ["PlanCollector", "forecast_at", "series_leads"]
+__all__ = ["PlanCollector", "forecast_at", "forecast_end", "series_leads", "stale_reason"]

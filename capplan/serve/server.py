@@ -5,8 +5,10 @@ Routes:
 * ``GET /metrics``: the served plan in the Prometheus exposition format
   (:mod:`capplan.serve.metrics`);
 * ``GET /healthz``: 200 while the process serves requests (liveness);
-* ``GET /readyz``: 200 once a plan is loaded, else 503 (readiness: no plan metrics yet); the
-  body names the served run and, when the newest ``LATEST`` failed to load, why;
+* ``GET /readyz``: 200 once a plan is loaded and some forecast of it covers now, else 503 (readiness: no
+  plan metrics yet, or a stale plan whose forecasts have all ended: it serves no forecast samples); the
+  body names the served run, ``stale`` says why it is stale (:func:`capplan.serve.metrics.stale_reason`)
+  and ``last_error`` why the newest ``LATEST`` failed to load;
 * ``GET /api/v1/plans/latest``: the served run's typed report (:class:`capplan.report.model.Report`)
   as JSON; 503 before any plan is loaded.
 
@@ -21,12 +23,14 @@ Binds ``127.0.0.1`` unless told otherwise (``--host 0.0.0.0`` inside a pod).
 from __future__ import annotations
 
 import json
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pandas as pd
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from capplan.serve.metrics import PlanCollector
+from capplan.serve.metrics import PlanCollector, stale_reason
 from capplan.serve.plan import PlanSource
 
 API_LATEST = "/api/v1/plans/latest"
@@ -35,11 +39,12 @@ IDLE_TIMEOUT_S = 30.0
 
 
 def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, predictive_lead_s: int = 150,
-                idle_timeout_s: float = IDLE_TIMEOUT_S) -> ThreadingHTTPServer:
+                idle_timeout_s: float = IDLE_TIMEOUT_S, clock=time.time) -> ThreadingHTTPServer:
     """A server (not started: call ``serve_forever``) for ``source`` on ``host:port`` (port 0: any free one);
-    connections idle for ``idle_timeout_s`` seconds are closed."""
+    connections idle for ``idle_timeout_s`` seconds are closed; ``clock``: epoch seconds now (the metrics'
+    and the staleness check's time)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(PlanCollector(source, predictive_lead_s))
+    registry.register(PlanCollector(source, predictive_lead_s, clock))
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "capplan"
@@ -68,9 +73,11 @@ def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, p
                 self._send(200, b'{"status": "ok"}')
             elif path == "/readyz":
                 plan = source.current()
-                doc = {"ready": plan is not None, "run_id": plan.run_id if plan else None,
+                stale = stale_reason(plan, pd.Timestamp(clock(), unit="s", tz="UTC")) if plan is not None else None
+                ready = plan is not None and stale is None
+                doc = {"ready": ready, "run_id": plan.run_id if plan else None, "stale": stale,
                        "last_error": source.last_error}
-                self._send(200 if plan is not None else 503, json.dumps(doc).encode())
+                self._send(200 if ready else 503, json.dumps(doc).encode())
             elif path == API_LATEST:
                 plan = source.current()
                 if plan is None:
