@@ -25,7 +25,7 @@ st.subheader("Recommended against baseline")
 st.caption("Evaluation window, never seen by the search. Saving = 1 − recommended cost / baseline cost.")
 rows = []
 for sid, s in sorted(series.items()):
-    r, b = s.recommended, s.baseline
+    r, b = s.exported(), s.baseline  # a pool above its quota: held to it, as the exported Queue holds it
     u = c.unit_hours(s.unit)
     rows.append({"series": sid, "kind": s.kind,
                  "cost rec. (USD)": round(r.cost_usd), "cost base. (USD)": round(b.cost_usd),
@@ -59,7 +59,8 @@ sid = c.series_picker(rep, "plan_series")
 s = series[sid]
 raw = c.raw_report(*ctx.key)
 raw_s = raw["series"].get(sid, {})
-r, b = s.recommended, s.baseline
+r, b = s.exported(), s.baseline  # the figures of what the exports allow (held to a binding quota)
+params = s.recommended.params  # what the exports carry
 shown = s.recommendation  # the one word: rule, searched or the peer the exports express
 chosen = s.recommended_policy  # "searched" for the rule or the searched policy
 st.markdown(f"#### {nt.md_escape(sid)}: recommended policy **{nt.md_escape(shown)}**"
@@ -78,6 +79,10 @@ cols[3].metric(f"Unmet ({c.unit_hours(s.unit)})", f"{r.unmet:,.1f}", delta=f"{r.
                delta_color="inverse")
 st.caption(f"Figures of the recommendation ({shown}) on the evaluation window: the replay of the exported "
            "objects.")
+if s.quota is not None and s.quota.held:
+    st.info(f"Held to the pool's quota of {s.quota.quota_gpus:g} GPUs (the exported Volcano Queue's capability). "
+            f"Raising the quota to {s.quota.need_gpus} GPUs would buy coverage {c.pct(s.recommended.coverage)} "
+            f"for {nt.md_escape(c.usd(s.recommended.cost_usd))} (the 'quota raised' figures).")
 
 
 def figures(m) -> pd.DataFrame:
@@ -92,20 +97,21 @@ with left:
         st.markdown("**Recommended: the calibrated rule** (optimizer.rivals.incumbent: the day on spot at the "
                     "calibrated level, the adaptive a95 top-up, no headroom; the searched policy did not beat it "
                     "on the tuning window by more than the days' noise). Its parameters and figures:")
-        st.json(r.params, expanded=True)
+        st.json(params, expanded=True)
     elif chosen == "searched":
         st.markdown("**Recommended: the searched policy** (tuned parameters and their figures)")
-        st.json(r.params, expanded=True)
+        st.json(params, expanded=True)
     else:
         baseline_plan = s.plan.baseline.model_dump() if chosen == "baseline" else None
         st.markdown(f"**Recommended: {nt.md_escape(chosen)}** as exported (optimizer.rivals.expressed): the "
                     "parameters the exports carry and their figures; the peer's own replay is its row above")
-        st.json(r.params, expanded=True)
+        st.json(params, expanded=True)
         st.markdown(f"The {nt.md_escape(chosen)} rule the exports express:")
         st.json(policy_parameters(chosen, raw_s.get("peers", {}).get(chosen), baseline_plan), expanded=True)
     st.table(figures(r).set_index("cost (USD)"))
     st.markdown("**Purchase mix** (recommended)")
-    c.show_mix(nt.mix_of(raw_s.get("recommended")), "GPU-hours and USD per purchase on the evaluation window.")
+    c.show_mix(nt.mix_of(r.model_dump() if r is not s.recommended else raw_s.get("recommended")),
+               "GPU-hours and USD per purchase on the evaluation window.")
 with right:
     if chosen != "searched":
         st.markdown("**Searched policy (not recommended)**: its figures on the evaluation window; the exports "

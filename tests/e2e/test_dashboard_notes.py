@@ -23,6 +23,7 @@ import yaml
 
 from capplan.report.model import Report, SeriesReport
 from capplan.report.peer_params import policy_parameters
+from capplan.report.summary import exported_metrics
 from capplan.report.validation import folder_files
 from dashboards import notes as nt
 from tests.e2e.test_dashboard import PAGES, ROOT, _app, _driver, _env, _free_port, _need_browser, _ok
@@ -250,7 +251,9 @@ def test_plan_page_shows_each_series_notes_and_peer_figures(synth):
         assert not any(t in body for t in others - {"coverage"}), sid
         params = json.loads(at.json[0].value)
         fig = at.table[0].value
-        assert fig.index[0] == f"${s['recommended']['cost_usd']:,.0f}"  # the recommended policy's own figures
+        assert fig.index[0] == f"${exported_metrics(s)['cost_usd']:,.0f}"  # the figures of what is exported
+        if s.get("quota"):  # held to the quota, with what raising it buys
+            assert any(f"Raising the quota to {s['quota']['need_gpus']} GPUs" in i.value for i in at.info), sid
         rec = SeriesReport.model_validate(s).recommendation  # the one word (old key read)
         assert f"Figures of the recommendation ({rec})" in body and "recommended policy (searched)" not in body
         assert params == s["recommended"]["params"]  # what the exports carry, beside its figures
