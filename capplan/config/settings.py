@@ -155,6 +155,9 @@ class SeriesConfig(BaseModel):
         (see :mod:`capplan.promql.render`; ``exported_labels`` as in :class:`PrometheusConfig`)."""
         if self.query:
             return self.query
+        if not self.template:  # an entry with fleet keys only, for a series of another source
+            raise InputError(f"series {self.id!r}: sets only fleet keys, no query or template, so it cannot be pulled "
+                             "from Prometheus; add its query, or plan it from the source that holds it (--source)")
         return promql.render(self.template, self.selector, self.params, exported_labels=exported_labels)
 
     def combination(self, prom: "PrometheusConfig") -> str | None:

@@ -97,3 +97,9 @@ def test_csv_bad_fleet_column_is_an_input_error(tmp_path, cols, key):
     with pytest.raises(InputError) as e:
         load_source("csv:" + _csv(tmp_path, **cols))
     assert "train/a" in str(e.value) and key in str(e.value)
+
+
+def test_a_fleet_keys_only_entry_cannot_be_pulled_and_says_so():
+    s = CapplanConfig.model_validate({"series": [{"id": "train/a", "share": 0.5}]}).series[0]
+    with pytest.raises(InputError, match="train/a.*fleet keys"):
+        s.promql()
