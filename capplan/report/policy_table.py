@@ -20,6 +20,18 @@ def _num(v, fmt: str = ".3f") -> str:
     return "n/a" if v is None or v != v else format(v, fmt)
 
 
+def _pct(v) -> str:
+    """A ratio 0-1 as the plan table prints it: ``94.7%``."""
+    return "n/a" if v is None or v != v else f"{100 * v:.1f}%"
+
+
+#: what the columns mean, printed under the table
+LEGEND = ("(coverage: share of the week's intervals with capacity >= demand; idle: unused share of the capacity; "
+          "regret: cost / the perfect-foresight cost of the week, below 1 only for a policy that left demand unmet; "
+          "rank tune → next: the recommendation's rank among the candidates on its tuning weeks → on the scored "
+          "week, of N)")
+
+
 def _rank(r: dict) -> str:
     if r.get("tuning") is None:
         return "n/a"
@@ -75,11 +87,12 @@ def print_tables(doc: dict, console: Console) -> None:
                 f = w["policies"][p]
                 rows.append([sid if i == 0 and j == 0 else "", f"{w['week']}: {w['start'][:10]}" if j == 0 else "",
                              weeks_tuned if j == 0 else "", _label(p, w), _num(f["cost_usd"], ",.0f"),
-                             _num(f["coverage"]), _num(f["idle_ratio"]), _num(f["regret"]),
+                             _pct(f["coverage"]), _pct(f["idle_ratio"]), _num(f["regret"], ".2f"),
                              _rank(w["rank"]) if p == "recommended" else ""])
     t, dropped = fit_table("capplan backtest --policies — walk-forward: tuned on the weeks before, scored on the "
                            "week (regret = cost / perfect-foresight cost)", cols, rows, console.width)
     console.print(t)
+    console.print(LEGEND, markup=False, highlight=False)
     if dropped:
         console.print(f"(not shown for width: {', '.join(dropped)}; --format json or csv has every field)")
     _print_spread(doc, console)

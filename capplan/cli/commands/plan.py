@@ -64,6 +64,10 @@ QUICK_NOTE = ("quick run (--quick): a smaller search and forecast on shorter win
 #: note lines under the table before informational notes are folded (capplan.report.notes.fold_informational)
 NOTE_BUDGET = 15
 EXTRA_COLUMNS = [("regret", Column("regret", numeric=True, drop=6), "{:.2f}")]
+#: what the columns mean, printed under the table
+LEGEND = ("(coverage: share of intervals with capacity >= demand; idle ratio: unused share of the capacity; unmet: "
+          "demand not served, GPU-hours or replica-hours; regret: cost / the perfect-foresight cost of the window, "
+          "below 1 only for a policy that left demand unmet; saving: against the baseline, the rules of thumb)")
 #: reserved/spot/on-demand percent of GPU-hours, shown when some policy recorded its purchase mix
 MIX_COLUMN = Column("mix % R/S/D", numeric=True, drop=7)
 
@@ -187,6 +191,7 @@ def print_report(report: Report, console: Console, verbose: bool = False, doc: d
                       highlight=False, markup=False)
     for line in summary_lines(summary):
         console.print(line, highlight=False, markup=False)
+    console.print(LEGEND, highlight=False, markup=False)
     if any(c is MIX_COLUMN for c in cols):
         console.print("(mix % R/S/D: reserved/spot/on-demand percent of each policy's GPU-hours)", highlight=False,
                       markup=False)
