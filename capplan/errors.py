@@ -5,6 +5,7 @@
 * Any other exception is an internal failure: exit code 1.
 * ``capplan plan`` exits 3 when some series failed in their own task (listed
   under ``failed`` in ``report.json``) and every other series was planned.
+* Ctrl-C ends any command with one line and exit code 130 (128 + SIGINT).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_PARTIAL = 3  # capplan plan: some series failed on their own (report.json: failed); the rest was planned
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, as shells report it; one line on stderr, no traceback
 
 
 class CapplanError(Exception):

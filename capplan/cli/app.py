@@ -18,7 +18,7 @@ from rich.console import Console
 
 from capplan import __version__
 from capplan.cli.commands import COMMANDS
-from capplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, InputError
+from capplan.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, InputError
 from capplan.store.diskfull import disk_full_error, is_disk_full
 
 app = typer.Typer(
@@ -117,10 +117,11 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(EXIT_BAD_INPUT)
     except typer.Exit as exc:
+        if exc.exit_code == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
+            _interrupted()
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("aborted", err=True)
-        sys.exit(EXIT_INTERNAL)
+    except (typer.Abort, KeyboardInterrupt):  # Ctrl-C: one line, no traceback
+        _interrupted()
     except SystemExit:
         raise
     except Exception as exc:
@@ -137,7 +138,16 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"internal error: {type(exc).__name__}: {exc}", err=True)
         sys.exit(EXIT_INTERNAL)
     # with standalone_mode=False click returns the code of typer.Exit(n) instead of raising
+    if rc == EXIT_INTERRUPTED:  # typer turns Ctrl-C into Exit(130)
+        _interrupted()
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line on stderr and exit code 130 (capplan.errors.EXIT_INTERRUPTED)."""
+    typer.echo("interrupted: stopped before finishing; nothing half-written was published (the store and "
+               "--out keep their last complete run)", err=True)
+    sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":  # python -m capplan.cli.app, as python -m capplan

@@ -58,7 +58,12 @@ SINGLE_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_N
 def single_threaded() -> None:
     """Make this (worker) process single-threaded: :data:`SINGLE_THREAD_ENV` for libraries
     not yet loaded, ``threadpoolctl`` limits for BLAS/OpenMP pools already loaded.
-    The ``initializer`` of the process pool; top-level so that it pickles."""
+    The ``initializer`` of the process pool; top-level so that it pickles. A worker also ignores
+    SIGINT: Ctrl-C reaches the whole process group, and only the parent answers it (one line, no
+    traceback per worker; :meth:`ProcessExecutor.abort` ends the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(SINGLE_THREAD_ENV)
     from threadpoolctl import threadpool_limits
 
@@ -170,6 +175,10 @@ class Executor:
     def close(self) -> None:
         """Release workers (a no-op here)."""
 
+    def abort(self) -> None:
+        """Release workers at once, dropping queued work (Ctrl-C); :meth:`close` unless overridden."""
+        self.close()
+
     def __enter__(self):
         return self
 
@@ -234,6 +243,15 @@ class ProcessExecutor(Executor):
             if on_done:
                 on_done(done, len(items), labels[i])
         return out
+
+    def abort(self) -> None:
+        """End the pool now (Ctrl-C): queued items are cancelled and running workers terminated."""
+        if self._pool is not None:
+            procs = list((getattr(self._pool, "_processes", None) or {}).values())
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                p.terminate()
+            self._pool = None
 
     def close(self) -> None:
         if self._pool is not None:

@@ -56,6 +56,10 @@ def run(stages: list, state: PlanState) -> PlanState:
         for stage in stages:
             with timer(stage.__name__, state.timings):
                 stage(state)
+    except KeyboardInterrupt:
+        if own:  # Ctrl-C: no waiting for the running items
+            state.executor.abort()
+        raise
     finally:
         if own:
             state.executor.close()
