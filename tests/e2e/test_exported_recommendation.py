@@ -4,6 +4,7 @@ report's recommended cost and coverage."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ import yaml
 
 from capplan.backtest.whatif import load_whatif
 from capplan.config.settings import load_config
+from capplan.report.summary import exported_metrics
 from optimizer.engine.replay import replay_inference
 from optimizer.exporters.checks.readback import manifest_params
 from optimizer.exporters.dispatcher_policy import read_policy
@@ -48,10 +50,17 @@ def test_every_series_exports_what_it_recommends(plan_run, fast_config):
             carried = manifest_params(_autoscaler(out, names[sid]))
             assert _steps({k: params[k] for k in carried}) == pytest.approx(_steps(carried)), sid
             params.update(carried)
-        m, _ = load_whatif(out, sid, cfg).simulate(params)
+        wi = load_whatif(out, sid, cfg)
+        m, _ = wi.simulate(params)
         rec = s["recommended"]
         assert math.isclose(m.cost_usd, rec["cost_usd"], rel_tol=1e-6), (sid, s["recommendation"], m, rec)
         assert math.isclose(m.coverage, rec["coverage"], rel_tol=1e-9), (sid, s["recommendation"], m, rec)
+        if s.get("quota") and s["quota"].get("held", True):  # the Queue holds the pool: the headline is held too
+            wi.inp = dataclasses.replace(wi.inp, hold_to_quota=True)
+            held, _ = wi.simulate(params)
+            ex = exported_metrics(s)
+            assert ex is s["quota"]["capped"] and math.isclose(held.cost_usd, ex["cost_usd"], rel_tol=1e-6), sid
+            assert math.isclose(held.coverage, ex["coverage"], rel_tol=1e-9), sid
 
 
 def test_an_expressed_peer_is_a_valid_policy_that_keeps_the_service_fields():
