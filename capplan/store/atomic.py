@@ -137,9 +137,18 @@ def replace_dir(final: str | os.PathLike):
 
     On an exception the temporary folder is removed and ``final`` is untouched; a full
     disk becomes :class:`DiskFullError` (the space needed: what was written before the
-    disk filled, or the size of the folder it replaces, whichever is larger).
+    disk filled, or the size of the folder it replaces, whichever is larger). A symlink at
+    ``final`` (to a folder or dangling) is refused before anything is written: swapping it would
+    replace the link by a folder, not fill the folder it names.
+
+    Raises InputError (:class:`capplan.errors.InputError`) when ``final`` is a symlink.
     """
     final = Path(final)
+    if final.is_symlink():
+        from capplan.errors import InputError
+
+        raise InputError(f"{final}: is a symlink (to {os.readlink(final)}); the folder is replaced whole, which "
+                         "would replace the link, not fill what it names: name the folder itself")
     final.parent.mkdir(parents=True, exist_ok=True)
     for stale in final.parent.glob(f"{final.name}.old-*"):
         if not final.exists():
@@ -158,7 +167,11 @@ def replace_dir(final: str | os.PathLike):
             raise disk_full_error(final.parent, max(written, tree_bytes(final)) or None) from None
         raise
     old = final.with_name(f"{final.name}.old-{uuid.uuid4().hex[:8]}")
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
+    try:
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no temporary left behind; the old set is restored next call
+        raise
     shutil.rmtree(old, ignore_errors=True)

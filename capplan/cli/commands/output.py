@@ -83,12 +83,15 @@ def check_out_dir(path: Path, option: str = "--out", source: str | None = None) 
     """Refuse an output folder that the run's atomic swap (:func:`capplan.store.atomic.replace_dir`)
     would destroy or cannot create, before any data is read.
 
-    Raises InputError when ``path`` is a file, a non-empty folder that is not a previous
+    Raises InputError when ``path`` is a symlink or a file, a non-empty folder that is not a previous
     capplan output (none of :data:`OUTPUT_MARKERS` at its top, e.g. a home folder or the
     store), a folder holding the ``--source`` file (``csv:F`` / ``parquet:F``), or when its
     parent cannot be created or written.
     """
     p = Path(path)
+    if p.is_symlink():  # the swap would replace the link by a folder (capplan.store.atomic.replace_dir)
+        raise InputError(f"{option} {p}: is a symlink; the run replaces the whole folder, which would replace the "
+                         "link, not fill the folder it names: name the folder itself")
     src = source_file(source)
     if src is not None and p.is_dir() and p.resolve() in src.resolve().parents:
         raise InputError(f"{option} {p}: holds the --source file {src}, and the run replaces the whole folder; "
