@@ -23,6 +23,8 @@ follows ``diff`` and ``kubectl diff`` so CI can gate on it):
 from __future__ import annotations
 
 import difflib
+import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -44,17 +46,44 @@ EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
 EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")
 
 
+DIFF_MAX_BYTES = 1 << 20
+"""Largest file ``--diff`` reads (1 MiB; capplan's manifests are a few KiB): a larger one is shown as its size."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _diff_text_of(f: Path) -> str:
+    """What ``--diff`` compares for a file on disk: its text, with control characters (terminal escapes)
+    shown as ``\\xNN``; a one-line placeholder for a symlink (never followed: it may lead out of the
+    folder), a file over :data:`DIFF_MAX_BYTES` (never read whole) or a binary file."""
+    if f.is_symlink():
+        return f"(a symlink to {_CONTROL.sub('?', os.readlink(f))}: not followed)\n"
+    size = f.stat().st_size
+    if size > DIFF_MAX_BYTES:
+        return f"({size} bytes: larger than {DIFF_MAX_BYTES} bytes, not read)\n"
+    data = f.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"(binary file, {size} bytes)\n"
+    if "\x00" in text:
+        return f"(binary file, {size} bytes)\n"
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _existing(out_dir: Path) -> dict[str, str]:
+    """``path -> text`` (:func:`_diff_text_of`) of what capplan owns under ``out_dir`` (:data:`OWNED`),
+    walking folders without following symlinks."""
     found = {}
     for top in OWNED:
         p = out_dir / top
-        if p.is_file():
-            found[top] = p.read_text()
+        if p.is_symlink() or p.is_file():
+            found[top] = _diff_text_of(p)
         elif p.is_dir():
-            for f in sorted(p.rglob("*")):
-                if f.is_file():
-                    found[f.relative_to(out_dir).as_posix()] = f.read_text(errors="replace")
-    return found
+            for d, dirs, files in os.walk(p, followlinks=False):
+                for name in sorted(files) + sorted(x for x in dirs if (Path(d) / x).is_symlink()):
+                    f = Path(d) / name
+                    found[f.relative_to(out_dir).as_posix()] = _diff_text_of(f)
+    return dict(sorted(found.items()))
 
 
 def diff_text(old: dict[str, str], new: dict[str, str]) -> str:
