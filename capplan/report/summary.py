@@ -6,7 +6,10 @@ report that has ``cost_usd`` and ``coverage``: ``recommended``, ``baseline``,
 ``random_search`` and whatever other policies the report carries (top-level
 entries, or one level down such as ``peers.reactive``), so new policies join
 the summary without a change here; a series' ``quota`` block (its plan held to the
-pool's quota) is not a policy and is summed apart (``quota``).
+pool's quota) is not a policy and is summed apart (``quota``). The fleet's ``recommended`` is what the
+exported objects allow: a pool whose exported Volcano Queue holds it to its quota counts its figures held
+there (:func:`exported_metrics`), in the cost, the saving, the missed targets and the mix, and
+``quota_raised`` is the fleet with every such quota raised to what the plan asks.
 
 ``mix``: the recommended fleet's purchase mix, the sum of the series' ``recommended.mix``
 (:func:`optimizer.book.purchase.mix_total`; shares are the reader's, gpu_hours / total);
@@ -102,7 +105,8 @@ class FleetSummary(BaseModel):
                                                     "when no series recorded one")
     mix_series: int = Field(default=0, description="series whose recommended mix is summed in mix")
     quota: list[QuotaShort] = Field(default_factory=list, description="pools whose plan needs more than their "
-                                    "quota (the recommended figures are uncapped)")
+                                    "quota, each held to it and raised (cost_usd.recommended counts them held "
+                                    "where the exported Queue holds them, cost_usd.quota_raised raised)")
     selection: dict | None = Field(default=None, description="the multi-week selection's week-to-week spread "
                                    "(capplan.report.selection_report); null when no pool was ranked on weeks")
     assumptions: list[Assumption] = Field(default_factory=list, description="the price book's assumptions that "
