@@ -120,6 +120,9 @@ def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None,
     sum, avg, max, min (count -> sum, group -> max) or None. With None, label
     sets must not overlap in time. Returns (epoch ms sorted, values, notes).
 
+    One label set answered twice at a timestamp with different values keeps the largest, with a note
+    (never silently the first).
+
     Raises SourceError (``what`` names series and query) when ``how`` is None
     and two label sets have a value at the same timestamp.
     """
@@ -132,9 +135,19 @@ def combine(parts: list[tuple[dict, np.ndarray, np.ndarray]], how: str | None,
     if len(keys) == 1:
         order = np.argsort(ts, kind="stable")
         ts, x = ts[order], x[order]
-        keep = np.ones(len(ts), bool)
-        keep[1:] = ts[1:] != ts[:-1]
-        return ts[keep], x[keep], notes
+        first = np.ones(len(ts), bool)
+        first[1:] = ts[1:] != ts[:-1]
+        if first.all():
+            return ts, x, notes
+        # one timestamp answered twice (overlapping chunks, a federated or deduplicating store): equal
+        # values are one sample; different values keep the largest, as regularising does (demand is a peak)
+        g = pd.Series(x).groupby(ts, sort=True)
+        top, distinct = g.max(), g.nunique()
+        if (distinct > 1).any():
+            t0 = pd.Timestamp(int(distinct.index[distinct.to_numpy() > 1][0]), unit="ms", tz="UTC")
+            notes.append(f"{int((distinct > 1).sum())} timestamps were answered more than once with different "
+                         f"values (first at {t0.isoformat()}); the largest was kept (demand is a peak)")
+        return top.index.to_numpy(np.int64), top.to_numpy(np.float64), notes
     how = {"count": "sum", "group": "max"}.get(how, how)
     frame = pd.DataFrame({"t": ts, "v": x, "k": np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(parts)])})
     if how is None:

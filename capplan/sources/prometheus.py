@@ -224,6 +224,12 @@ def ingest_series(client: PrometheusClient, store: Store, series: SeriesConfig, 
         return res
     new, bad = mask_implausible(got.frame)
     res.notes = got.notes + [n.split(": ", 1)[1] for n in bad]
+    neg = int((new["value"] < 0).sum())
+    if neg:  # stored as pulled (the store keeps what the server said); a plan clips them to 0 and warns
+        first = new.loc[new["value"] < 0].iloc[0]
+        res.notes.append(f"{neg} negative value(s) stored as pulled (first {first['value']:.6g} at "
+                         f"{first['timestamp'].isoformat()}); demand cannot be negative, so a plan clips them to 0: "
+                         "if the query is a rate of a counter that reset, or a difference, fix it at its source")
     query = series.promql(client.cfg.exported_labels)
     cov = step_coverage(new, chunks, step)
     res.idle_steps, res.missing_steps = cov.idle_steps, cov.missing_steps
