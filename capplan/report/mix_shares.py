@@ -59,11 +59,11 @@ def short(mix: dict | None, measure: str = "gpu_hours") -> str:
     return "/".join(f"{100 * s[p]:.0f}" for p in PARTS)
 
 
-def csv_fields(mix: dict | None) -> dict[str, float | str | None]:
-    """CSV columns of a mix: ``mix`` (``recorded`` | ``not recorded``) and
+def csv_fields(mix: dict | None) -> dict[str, float | bool | None]:
+    """CSV columns of a mix: ``mix_recorded`` (true | false: older runs and policies without one) and
     ``<part>_share_<measure>`` ratios rounded to 3 decimals (empty without a mix)."""
     s = shares(mix)
-    row: dict[str, float | str | None] = {"mix": "recorded" if s is not None else "not recorded"}
+    row: dict[str, float | bool | None] = {"mix_recorded": s is not None}
     for m in MEASURES:
         for p in PARTS:
             v = (s or {}).get(m, {}).get(p)

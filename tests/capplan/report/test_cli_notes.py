@@ -105,9 +105,9 @@ def test_mix_is_shown_in_the_table_and_csv_and_absent_says_not_recorded():
     assert "spot 60 % / 30 %" in text and "on demand 20 % / 20 %" in text
     rows = csv_rows(Report.model_validate(rep), rep)
     rec = next(r for r in rows if r["policy"] == "recommended" and r["kind"] == "training")
-    assert rec["mix"] == "recorded" and rec["spot_share_gpu_hours"] == 0.6 and rec["reserved_share_cost_usd"] == 0.5
+    assert rec["mix_recorded"] is True and rec["spot_share_gpu_hours"] == 0.6 and rec["reserved_share_cost_usd"] == 0.5
     other = next(r for r in rows if r["policy"] == "baseline")
-    assert other["mix"] == "not recorded" and other["spot_share_gpu_hours"] is None
+    assert other["mix_recorded"] is False and other["spot_share_gpu_hours"] is None
     assert "mix not recorded" in rendered(report())
 
 
@@ -122,7 +122,7 @@ def test_csv_has_rounded_numbers_saving_and_regret(tmp_path, monkeypatch, capsys
     code, _, _ = _cli(["plan", "--out", str(tmp_path / "o"), "-q", "--format", "csv", "--output", str(f)], capsys)
     assert code == 0
     rows = list(csv.DictReader(f.open()))
-    assert {"saving_usd", "saving_ratio", "regret", "mix"} <= set(rows[0])
+    assert {"saving_usd", "saving_ratio", "regret", "mix_recorded", "recommendation"} <= set(rows[0])
     rec = next(r for r in rows if r["series_id"].startswith("train/") and r["policy"] == "recommended")
     base = rep["series"]["train/a-very-long-team-pool-name"]["baseline"]["cost_usd"]
     cost = rep["series"]["train/a-very-long-team-pool-name"]["recommended"]["cost_usd"]
