@@ -66,12 +66,15 @@ class _Transient(Exception):
 @dataclass
 class Answer:
     """A 200 ``query_range`` answer: ``result`` (``data.result``), ``result_type``
-    (``data.resultType``: matrix, vector, scalar or string) and the ``warnings``/``infos``
-    strings the server attached (a Thanos or Mimir partial answer says so there)."""
+    (``data.resultType``: matrix, vector, scalar or string), the ``warnings``/``infos``
+    strings the server attached (a Thanos or Mimir partial answer says so there), and
+    ``redirected_to``: the origin that answered when the configured URL redirected to another one
+    (secret headers and credentials were not sent there, :class:`_DeadlineSession`)."""
 
     result: object
     result_type: str | None
     warnings: list[str] = field(default_factory=list)
+    redirected_to: str | None = None  # the other origin (scheme://host:port) that answered after a redirect
 
 
 # -- the client ------------------------------------------------------------------------
@@ -301,7 +304,11 @@ class PrometheusClient:
             raise PrometheusError("Prometheus answered 200 without data.result (not a query_range answer; "
                                   "is the URL a Prometheus server?)", bad_input=False)
         notes = [str(w) for key in ("warnings", "infos") if isinstance(doc.get(key), list) for w in doc[key]]
-        return Answer(data["result"], data.get("resultType"), notes)
+        moved = None
+        if resp.history and self._session.should_strip_auth(self._url, resp.url):  # another origin answered
+            u = urllib3.util.parse_url(resp.url)
+            moved = f"{u.scheme}://{u.host}" + (f":{u.port}" if u.port else "")
+        return Answer(data["result"], data.get("resultType"), notes, moved)
 
     def query_range(self, query: str, start_s: int, end_s: int, step_s: int, *, series_id: str = "?") -> Answer:
         """``/api/v1/query_range`` answer (:class:`Answer`), retried on transient failures.

@@ -88,10 +88,13 @@ def pull_detail(client: PrometheusClient, series: SeriesConfig, start_s: int, en
     chunks = chunk_ranges(start_s, end_s, step, max_points or client.cfg.max_points_per_request)
     parts: list[tuple[dict, np.ndarray, np.ndarray]] = []
     warned: dict[str, int] = {}
+    moved: set[str] = set()
     partial_from = None
     n = 0
     for i, (cs, ce) in enumerate(chunks, 1):
         answer = client.query_range(sent, cs, ce, step, series_id=series.id)
+        if answer.redirected_to:
+            moved.add(answer.redirected_to)
         if answer.warnings:
             partial_from = cs if partial_from is None else partial_from
             for w in answer.warnings:
@@ -119,6 +122,9 @@ def pull_detail(client: PrometheusClient, series: SeriesConfig, start_s: int, en
                  "(e.g. renamed labels); joined"]
     else:
         ts, vals, notes = combine(parts, how, what)
+    for origin in sorted(moved):
+        notes.append(f"answered by {origin}: {client.cfg.url} redirected there (another host or port), so the "
+                     "credentials and secret headers were not sent; check prometheus.url if that host is not yours")
     for w, k in warned.items():
         notes.append(f"the server warned (the answer may be partial; the next ingest pulls this range again): "
                      f"{w[:300]}" + (f" (in {k} of {len(chunks)} requests)" if len(chunks) > 1 else ""))

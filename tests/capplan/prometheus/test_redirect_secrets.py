@@ -96,3 +96,27 @@ def test_discover_sends_no_tenant_to_the_host_it_is_redirected_to(tmp_path, caps
     assert code == 0, err
     assert got_other and all(TENANT not in json.dumps(h) for h in got_other)
     assert TENANT not in out + err
+
+
+def test_ingest_notes_the_other_origin_that_answered(tmp_path):
+    from capplan.sources.prometheus import ingest
+    from capplan.store.local import Store
+    from tests.capplan.prometheus.test_prometheus_tenants import cfg
+
+    got_other = []
+    t0 = epoch(DAY)
+    with fake_server(lambda h, q: (got_other.append(dict(h.headers)), send(h, 200, _body(
+            [{"metric": {}, "values": [[t0 + 300 * i, "3"] for i in range(4)]}])))) as other:
+        def redirect(h, q):
+            h.send_response(307)
+            h.send_header("Location", other + h.path)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+
+        with fake_server(redirect) as first:
+            c = cfg(first, tmp_path / "s", headers={"X-Scope-OrgID": {"env": "CAPPLAN_TEST_TENANT"}})
+            [r] = ingest(c, start=DAY.isoformat(), end=(DAY + pd.Timedelta("15min")).isoformat(),
+                         env={"CAPPLAN_TEST_TENANT": TENANT})
+    assert r.status == "ok" and got_other and all(TENANT not in json.dumps(h) for h in got_other)
+    assert any(n.startswith(f"answered by {other}") and "redirected" in n for n in r.notes)
+    assert any("redirected" in n for n in Store(tmp_path / "s").read_series("pool/a")[2]["notes"])
