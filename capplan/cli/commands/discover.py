@@ -15,6 +15,7 @@ from rich.table import Table
 from capplan.cli.commands.output import Format, render
 from capplan.cli.console import err, out
 from capplan.config.prometheus import PrometheusConfig, parse_duration
+from capplan.config.settings import load_config
 from capplan.config.yaml_bounds import MAX_BYTES, describe
 from capplan.errors import InputError, SourceError
 from capplan.prometheus.client import PrometheusClient, PrometheusError
@@ -39,8 +40,14 @@ def parse_headers(pairs: list[str] | None) -> dict[str, str]:
 def register(app: typer.Typer) -> None:
     @app.command("discover")
     def discover_cmd(
-        prometheus_url: str = typer.Option(..., "--prometheus-url", help="Prometheus-compatible URL (Prometheus, "
-                                           "VictoriaMetrics, Thanos, Mimir)."),
+        prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url", help="Prometheus-compatible URL "
+                                                     "(Prometheus, VictoriaMetrics, Thanos, Mimir).",
+                                                     show_default="prometheus.url of --config"),
+        config: Optional[Path] = typer.Option(None, "--config", help="capplan.yaml whose prometheus: section "
+                                              "(url, bearer_token_env, basic_auth, ca_file, verify_tls, headers) "
+                                              "discover connects with and the written config keeps; "
+                                              "--prometheus-url and --header override or add to it.",
+                                              show_default="none"),
         header: Optional[list[str]] = typer.Option(None, "--header", metavar="NAME=VALUE", help="Extra header for "
                                                    "every request, e.g. X-Scope-OrgID=<tenant>; the written config "
                                                    "reads it from $CAPPLAN_HEADER_<NAME> (values are never written "
@@ -51,7 +58,9 @@ def register(app: typer.Typer) -> None:
         store: str = typer.Option("store", "--store", help="store folder the written config names"),
         lookback: str = typer.Option("7d", "--lookback", help="How far back demand counts as recent."),
         at: Optional[str] = typer.Option(None, "--at", help="ISO 8601 end of the lookback (default: now)."),
-        scrape_interval: str = typer.Option("1m", "--scrape-interval", help="The exporters' scrape interval."),
+        scrape_interval: Optional[str] = typer.Option(None, "--scrape-interval", help="The exporters' scrape "
+                                                      "interval.", show_default="prometheus.scrape_interval of "
+                                                      "--config, else 1m"),
         fmt: Format = typer.Option(Format.table, "--format", help="table or json"),
         timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds each query may take, answer "
                                       "included, before it counts as failed."),
@@ -70,12 +79,9 @@ def register(app: typer.Typer) -> None:
         headers = parse_headers(header)
         env = dict(os.environ)
         env.update({header_env(k): v for k, v in headers.items()})
-        try:
-            cfg = PrometheusConfig.model_validate({"url": prometheus_url, "scrape_interval": scrape_interval,
-                                                   "headers": {k: {"env": header_env(k)} for k in headers},
-                                                   "timeout_s": timeout, "retries": retries})
-        except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
-            raise InputError(f"--prometheus-url/--header: {describe(exc.errors()[0], None)}") from None
+        base = config_prometheus(config)
+        cfg = connection(base, prometheus_url, scrape_interval, list(headers), timeout, retries)
+        prometheus_url, scrape_interval = cfg.url, cfg.scrape_interval
         check_store_url(store, "--store")  # no secret in the URL the written config names
         check_out(out_file, force)  # before any query: a hand-written config is never replaced
         try:
@@ -109,7 +115,7 @@ def register(app: typer.Typer) -> None:
                              f"in the {lookback} before {pd_iso(end)}; check --at/--lookback and that "
                              "kube-state-metrics, Volcano or Kueue metrics are scraped")
         def text(f) -> str:
-            return dump(starter_config(f, prometheus_url, list(headers), store, scrape_interval))
+            return dump(with_access(starter_config(f, prometheus_url, list(headers), store, scrape_interval), base))
 
         kept, left = fitted(found, lambda f: len(text(f).encode()) <= MAX_BYTES)  # capplan must read it back
         atomic.write_text(out_file, text(kept))
@@ -163,6 +169,56 @@ def register(app: typer.Typer) -> None:
             return r
 
         render(fmt, doc, rows, table, out, None)
+
+
+def config_prometheus(path: Path | None) -> PrometheusConfig | None:
+    """The ``prometheus:`` section of the ``--config`` file (None without one). Raises InputError for a config
+    that does not load (:func:`capplan.config.settings.load_config` names the key) or has no such section."""
+    if path is None:
+        return None
+    cfg = load_config(path)
+    if cfg.prometheus is None:
+        raise InputError(f"--config {path}: has no prometheus: section; add one (url, and bearer_token_env, "
+                         "basic_auth, ca_file or headers as the server needs) or give --prometheus-url")
+    return cfg.prometheus
+
+
+def connection(base: PrometheusConfig | None, url: str | None, scrape_interval: str | None, header_names: list[str],
+               timeout: float, retries: int) -> PrometheusConfig:
+    """How discover connects: the ``--config`` file's ``prometheus:`` section ``base`` (its credentials, headers
+    and TLS options) with ``--prometheus-url`` and ``--scrape-interval`` over it when given, the ``--header``
+    names added (values from ``$CAPPLAN_HEADER_<NAME>``) and discover's own ``--timeout``/``--retries``.
+    Raises InputError without a URL, or naming the field a value fails."""
+    url = url or (base.url if base is not None else None)
+    if not url:
+        raise InputError("--prometheus-url: required (or --config with a prometheus: section naming its url)")
+    doc = base.model_dump(exclude_none=True) if base is not None else {}
+    try:
+        return PrometheusConfig.model_validate({
+            **doc, "url": url, "scrape_interval": scrape_interval or doc.get("scrape_interval", "1m"),
+            "headers": {**doc.get("headers", {}), **{k: {"env": header_env(k)} for k in header_names}},
+            "timeout_s": timeout, "retries": retries})
+    except ValidationError as exc:  # the field's own message (pydantic's last line is only a link)
+        raise InputError(f"--prometheus-url/--header: {describe(exc.errors()[0], None)}") from None
+
+
+#: the prometheus: keys that say how to reach the server, which a starter config keeps from --config
+ACCESS_KEYS = ("bearer_token_env", "basic_auth", "ca_file", "verify_tls", "exported_labels", "partial_response")
+
+
+def with_access(doc: dict, base: PrometheusConfig | None) -> dict:
+    """The starter config ``doc`` (:func:`capplan.prometheus.discover.starter_config`) with the ``--config``
+    file's access settings (:data:`ACCESS_KEYS`, set ones only, and its headers under those ``--header`` named),
+    so that the written config connects as discover did; secrets stay names of variables or files."""
+    if base is None:
+        return doc
+    prom = doc["prometheus"]
+    set_keys = base.model_dump(exclude_none=True, exclude_defaults=True)
+    prom.update({k: set_keys[k] for k in ACCESS_KEYS if k in set_keys})
+    if base.headers:
+        prom["headers"] = {**{k: v.model_dump(exclude_none=True) for k, v in base.headers.items()},
+                           **prom.get("headers", {})}
+    return doc
 
 
 def pd_iso(epoch_s: int) -> str:
