@@ -80,6 +80,7 @@ from optimizer.engine.replay_core import (
 from optimizer.inference import lookahead, predictive  # noqa: F401 (registration: the families register on import)
 from optimizer.plan.policy import InferenceParams, Metrics, TrainingParams
 from optimizer.training.empirical import with_empirical_levels
+from optimizer.training.newsvendor import spot_pays, spot_split
 
 
 def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: float = 0.01,
@@ -105,8 +106,8 @@ def replay_training(inp: ReplayInput, p: TrainingParams, interruption_rate: floa
             inp.day_peak = day_start_peak(inp)
         target = np.minimum(target, np.ceil(inp.day_peak - 1e-9))
     flex = np.maximum(target - reserved, 0.0)
-    spot = np.round(p.spot_fraction * flex)
-    od = flex - spot
+    od, spot = spot_split(flex, p.spot_fraction, inp.price is None or spot_pays(inp.price, interruption_rate,
+                                                                                 recovery_s))
     hourly = None
     if p.topup_quantile != "none":
         hm = inp.hour_max.get(p.topup_quantile)

@@ -14,7 +14,8 @@ Training pools (GPUs; :class:`optimizer.plan.policy.TrainingParams`):
   ``spot_share``, no forecast), or with ``"calibrated"`` the level the next 24 h's p50 hour maxima plus the forecast's
   recent errors (``day_errors_gpus``) reach at ``spot_share`` (:func:`optimizer.training.calibrated_day.plan_level`),
   with ``daily_cap="last_day_peak"`` at most the peak of the last 24 h of history; what it adds to the reservation is
-  bought per day, ``spot_fraction`` of it on spot, the rest on demand;
+  bought per day, ``spot_fraction`` of it on spot, the rest on demand; none on spot when spot does not pay
+  (``spot_share`` 1: its effective price is not below on-demand), as the replay buys it;
 * with a top-up quantile, ``on_demand_hourly_gpus`` = what the next hour's forecast needs beyond that
   (a calibrated level, :mod:`optimizer.training.calibrated`: the next hour's p50 plus ``topup_margin_gpus``;
   ``n95``: the last observed value plus the 7-day q95 of the rises over an hour,
@@ -49,7 +50,7 @@ from optimizer.training.calibrated import FALLBACK, NAMES
 from optimizer.training.calibrated_day import FALLBACK as CAL_FALLBACK
 from optimizer.training.calibrated_day import plan_level
 from optimizer.training.empirical import conformal_level, day_level_at
-from optimizer.training.newsvendor import exceeded_level
+from optimizer.training.newsvendor import exceeded_level, spot_split
 
 
 def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataFrame,
@@ -99,7 +100,8 @@ def capacity_plan(kind: str, params: dict, final: pd.DataFrame, weekly: pd.DataF
             v = v[v["timestamp"] > v["timestamp"].max() - pd.Timedelta("1D")]["value"] if len(v) else v["value"]
             target = min(target, math.ceil(float(v.max()) - 1e-9) if len(v) else 0)
         flex = max(target - reserved, 0)
-        spot = int(round(p.spot_fraction * flex))
+        # spot only where it pays, as the replay buys it (optimizer.training.newsvendor.spot_split)
+        spot = int(spot_split(flex, p.spot_fraction, spot_share is None or spot_share < 1.0)[1])
         capability = max(math.ceil(p.headroom * float(f["p99"].max()) - 1e-9), reserved + flex)
         plan = {"reserved_gpus": reserved, "on_demand_gpus": flex - spot, "spot_gpus": spot}
         if p.topup_quantile != "none":

@@ -45,6 +45,24 @@ def effective_spot_price(price: GpuPrice, interruption_rate: float, recovery_s: 
     return float(price.spot + price.on_demand * redo_per_spot_hour(interruption_rate, recovery_s))
 
 
+def spot_pays(price: GpuPrice, interruption_rate: float = 0.01, recovery_s: int = 1800) -> bool:
+    """Whether a spot GPU-hour costs less than an on-demand one once its interruptions are paid
+    (:func:`effective_spot_price` below ``price.on_demand``; the GPU model's own interruption terms win,
+    :func:`optimizer.book.purchase.spot_terms`). When it does not, the replay and the exported plan buy
+    the day's flexible GPUs on demand whatever ``spot_fraction`` says (:func:`spot_split`), so the plan
+    asks for what the replayed figures bought."""
+    return effective_spot_price(price, *spot_terms(price, interruption_rate, recovery_s)) < price.on_demand
+
+
+def spot_split(flex, spot_fraction: float, pays: bool):
+    """``(on_demand, spot)`` GPUs of a day's flexible layer ``flex`` (scalar or array): ``round(spot_fraction x
+    flex)`` on spot when spot pays (:func:`spot_pays`), else none; the rest on demand. The one rule the replay
+    (:func:`optimizer.engine.replay.replay_training`) and the plan (:func:`optimizer.plan.capacity.capacity_plan`)
+    share."""
+    spot = np.round(spot_fraction * np.asarray(flex, float)) if pays else np.zeros_like(np.asarray(flex, float))
+    return np.asarray(flex, float) - spot, spot
+
+
 def critical_ratios(price: GpuPrice, interruption_rate: float = 0.01, recovery_s: int = 1800) -> dict[str, float]:
     """``spot``: share of a day's hours the demand must exceed a level for a
     daily spot GPU at that level to pay; ``reserved``: share of a week's days
