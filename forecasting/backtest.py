@@ -52,9 +52,10 @@ class Windows:
         return [self.eval_start.isoformat(), self.end.isoformat()]
 
 
-MIN_POINTS = 36
-"""Fewest 5-minute grid points :func:`split_windows` splits: three windows of one hour (12 points,
-the hourly tier's 1 h horizon), so each window holds one full hourly forecast and one decision lead."""
+MIN_POINTS = 12
+"""Fewest 5-minute grid points :func:`split_windows` splits: one hour of history, the hourly tier's 1 h horizon.
+A shorter series cannot hold a single hour to forecast or replay; one of an hour or more is split (its windows may
+then be shorter than an hour, and the plan says so in its notes)."""
 
 
 def split_windows(index: pd.DatetimeIndex, tune_days: float = 7, eval_days: float = 7,
@@ -68,13 +69,12 @@ def split_windows(index: pd.DatetimeIndex, tune_days: float = 7, eval_days: floa
 
     Raises
     ------
-    ValueError: fewer than :data:`MIN_POINTS` grid points (too short: each window must hold at
-        least one hour, the hourly tier's horizon); the message starts with ``too short``.
+    ValueError: fewer than :data:`MIN_POINTS` grid points (too short: less than one hour, the hourly
+        tier's horizon); the message starts with ``too short``.
     """
     if len(index) < MIN_POINTS:
-        raise ValueError(f"too short: {len(index)} points on the grid; at least {MIN_POINTS} are needed (training, "
-                         f"tuning and evaluation windows of at least {MIN_POINTS // 3} points each, one hour: the "
-                         "hourly tier's horizon)")
+        raise ValueError(f"too short: {len(index)} points on the grid; at least {MIN_POINTS} are needed (one hour "
+                         "of history, the hourly tier's horizon)")
     start, end = index[0], index[-1]
     span = end - start + STEP
     need = pd.Timedelta(days=min_train_days + tune_days + eval_days)

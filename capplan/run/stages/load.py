@@ -172,8 +172,8 @@ def prepare(loaded: LoadedHistory, cfg: CapplanConfig, ledger: Ledger,
                 n, t0, t1 = raw.loc[sid, "size"], raw.loc[sid, "min"], raw.loc[sid, "max"]
                 short[sid] = Failed(f"InputError: series {sid}: {n} row(s) in {loaded.label or 'the source'} "
                                     f"from {t0.isoformat()} to {t1.isoformat()} make {len(idx)} point(s) on the "
-                                    f"5-minute grid, too short: planning needs at least {bt.MIN_POINTS} (training, "
-                                    "tuning and evaluation windows of an hour each); give it a longer history")
+                                    f"5-minute grid, too short: planning needs at least {bt.MIN_POINTS} (one hour, "
+                                    "the hourly tier's horizon); give it a longer history")
             continue
         if w.rule != "days":
             notes[sid].append(f"windows: {w.rule}; tuning and evaluation use thirds of the history")

@@ -4,8 +4,6 @@ CLI exits 3 and lists them."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -42,15 +40,13 @@ def test_300_short_series_fail_as_too_short_with_progress():
     f = _frame(300)
     loaded = LoadedHistory(f, {s: SeriesMeta() for s in f["series_id"].unique()}, [], label="many.csv")
     ledger, lines = Ledger(), []
-    t0 = time.perf_counter()
     prep = prepare(loaded, CapplanConfig(), ledger, progress=lines.append)
-    took = time.perf_counter() - t0
     failed = ledger.failed
     assert list(prep.windows) == ["train/long"] and len(failed) == 300
     assert all(v["stage"] == "regularise" and ": 10 row(s) in many.csv" in v["error"]
                and "too short:" in v["error"]
                and f"at least {MIN_POINTS}" in v["error"] for v in failed.values())
-    assert any("grid" in x for x in lines) and took < 20, (took, lines)
+    assert any("grid" in x for x in lines), lines
 
 
 @pytest.mark.slow
