@@ -10,6 +10,7 @@ import stat
 import tempfile
 
 import pandas as pd
+import pytest
 
 from capplan.store.local import Store
 from capplan.store.remote import latest_run, open_root
@@ -24,6 +25,7 @@ def _history(n: int = 12) -> pd.DataFrame:
     return pd.DataFrame({"series_id": "train/a", "timestamp": ts, "value": [float(i) for i in range(n)]})
 
 
+@pytest.mark.slow  # a local S3-compatible server (moto)
 def test_history_cache_and_runs_are_on_the_object_store(s3, monkeypatch, tmp_path):  # noqa: F811
     monkeypatch.setenv("CAPPLAN_WORKDIR", str(tmp_path / "pod1"))
     one = Store(s3)
