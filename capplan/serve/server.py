@@ -13,9 +13,10 @@ Routes:
   as JSON; 503 before any plan is loaded.
 
 ``HEAD`` is answered on every route with the headers ``GET`` would send and no body (RFC 9110,
-section 9.3.2). A connection that sends no complete request within ``idle_timeout_s`` (default
-:data:`IDLE_TIMEOUT_S`) is closed, so idle or stalled clients never hold a thread; a client that
-goes away mid-answer (an aborted scrape) ends that request quietly.
+section 9.3.2); other methods get 405 with ``Allow: GET, HEAD``. A connection that sends no
+complete request within ``idle_timeout_s`` (default :data:`IDLE_TIMEOUT_S`) is closed, so idle or
+stalled clients never hold a thread; a client that goes away mid-answer (an aborted scrape) ends
+that request quietly.
 
 Binds ``127.0.0.1`` unless told otherwise (``--host 0.0.0.0`` inside a pod).
 """
@@ -64,6 +65,20 @@ def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, p
 
         def do_HEAD(self):  # noqa: N802 (http.server's name): GET's headers, no body
             self.do_GET()
+
+        def _not_allowed(self):  # RFC 9110 15.5.6: 405 with the methods the resource takes
+            body = b'{"error": "method not allowed; use GET or HEAD"}'
+            try:
+                self.send_response(405)
+                self.send_header("Allow", "GET, HEAD")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
+                self.close_connection = True
+
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 (http.server's names)
 
         def do_GET(self):  # noqa: N802 (http.server's name)
             path = self.path.split("?", 1)[0]

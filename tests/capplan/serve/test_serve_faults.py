@@ -131,6 +131,17 @@ def test_head_is_answered_on_every_route(store):
         server.server_close()
 
 
+def test_other_methods_get_405_with_allow(store):
+    server, url = _serve(PlanSource(str(store.root), poll_s=0))
+    try:
+        for method in ("POST", "PUT", "DELETE", "OPTIONS"):
+            r = requests.request(method, url + "/metrics", timeout=5)
+            assert r.status_code == 405 and r.headers["Allow"] == "GET, HEAD"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_idle_and_aborted_connections_end_quietly(store, capfd):
     source = PlanSource(str(store.root), poll_s=0)
     server, url = _serve(source, idle_timeout_s=0.5)
