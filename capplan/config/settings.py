@@ -274,10 +274,16 @@ class PlanConfig(SearchSettings):
     @model_validator(mode="after")
     def _scheduler(self):
         if self.scheduler is not None:
+            from capplan.store.remote import redact_url
+
+            shown = redact_url(self.scheduler)  # the one URL rule: a secret is never shown (capplan.store.remote)
+            if shown != self.scheduler:
+                raise ValueError(f"scheduler {shown}: credentials or a query string in the address are refused "
+                                 "(they would be printed and logged); secure the cluster with dask's TLS settings")
             if self.executor != "dask":
-                raise ValueError(f"scheduler {self.scheduler!r} needs executor: dask (not {self.executor})")
+                raise ValueError(f"scheduler {shown!r} needs executor: dask (not {self.executor})")
             if "://" not in self.scheduler:
-                raise ValueError(f"scheduler {self.scheduler!r}: expected an address such as tcp://HOST:8786")
+                raise ValueError(f"scheduler {shown!r}: expected an address such as tcp://HOST:8786")
         return self
 
     def search_settings(self) -> SearchSettings:

@@ -65,3 +65,11 @@ def test_cli_refuses_a_secret_url_with_exit_2_and_never_prints_it(tmp_path, caps
     assert SECRET not in out + err and "AKIA" not in out + err
     assert "refused" in err or "must not contain credentials" in err
     assert "errors.pydantic.dev" not in err
+
+
+def test_dask_scheduler_address_with_credentials_is_refused_without_showing_them(tmp_path):
+    p = tmp_path / "capplan.yaml"
+    p.write_text(f"plan:\n  executor: dask\n  scheduler: tls://admin:{SECRET}@dask:8786\n")
+    with pytest.raises(InputError) as ei:
+        load_config(p)
+    assert "scheduler tls://***@dask:8786" in str(ei.value) and SECRET not in str(ei.value)
