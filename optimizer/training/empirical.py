@@ -98,7 +98,7 @@ def rise_offset(values: np.ndarray, decisions: np.ndarray, lead: int, window: in
     n = len(v)
     last = pd.Series(v).ffill().to_numpy()
     rises = np.full((n, lead), np.nan)
-    for k in range(1, lead + 1):
+    for k in range(1, min(lead, n - 1) + 1):  # a series shorter than the lead has no rise that far
         rises[:n - k, k - 1] = v[k:] - last[:n - k]
     out = {}
     for j in np.unique(decisions):
