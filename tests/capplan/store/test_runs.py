@@ -35,7 +35,7 @@ def test_publish_rule():
 
 def _killed_writer(target: Path, kind: str) -> None:
     """A process killed (SIGKILL) inside an atomic write of ``target``."""
-    code = ("import sys, time; from capplan import atomic\n"
+    code = ("import sys, time; from capplan.store import atomic\n"
             f"t = {str(target)!r}\n"
             + ("with atomic.replace_dir(t) as d:\n    (d / 'x').write_text('half')\n    print('in', flush=True)\n"
                "    time.sleep(60)\n" if kind == "dir" else
