@@ -43,6 +43,7 @@ from capplan.errors import InputError
 from capplan.promql import render as promql
 from capplan.promql.render import outer_aggregation
 from capplan.promql.steps import step_query, window_selectors
+from capplan.store.remote import check_store_url, redact_url
 from capplan.store.remote_models import RemoteModelRegistry
 from capplan.store.retention import RetentionConfig
 from forecasting.registry import ModelRegistry
@@ -274,7 +275,6 @@ class PlanConfig(SearchSettings):
     @model_validator(mode="after")
     def _scheduler(self):
         if self.scheduler is not None:
-            from capplan.store.remote import redact_url
 
             shown = redact_url(self.scheduler)  # the one URL rule: a secret is never shown (capplan.store.remote)
             if shown != self.scheduler:
@@ -360,8 +360,6 @@ class CapplanConfig(BaseModel):
     @classmethod
     def _store_url(cls, v):
         """The store URL rule (capplan.store.remote.check_store_url): no credentials, no memory://."""
-        from capplan.store.remote import check_store_url
-
         try:
             return check_store_url(v, "URL")
         except InputError as exc:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from optimizer.book.prices import default_price_book
+from optimizer.book.prices import ALIASES, default_price_book
 
 SPOT_QUOTA_SOURCE = "AWS's default spot quota for GPU instances is 0 vCPUs until raised"
 
@@ -45,7 +45,6 @@ def _models(series: dict, kind: str | None = None) -> list[str]:
 
 
 def _entry(prices: dict, model: str) -> dict | None:
-    from optimizer.book.prices import ALIASES
 
     return prices.get(model) or prices.get(ALIASES.get(model, "")) or prices.get("default")
 

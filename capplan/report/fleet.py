@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optimizer.book.prices import price_for
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -74,7 +76,6 @@ class FleetReport(_Model):
 def catalogue_used(catalogue: dict, book: dict) -> dict[str, dict[str, Any]]:
     """``run.gpu_models``: per catalogue model its memory (GB), relative speeds, MIG profile names, GPUs per node
     and prices per purchase option (USD per GPU-hour, :func:`optimizer.book.prices.price_for`)."""
-    from optimizer.book.prices import price_for
 
     out = {}
     for name, spec in sorted(catalogue.items()):

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from capplan.config.fleet import SeriesFleetKeys, catalogue_from, check_series_keys
 from capplan.errors import InputError, looks_like_name
 from capplan.sources.history import LoadedHistory
 from forecasting.types import SeriesMeta
@@ -240,7 +241,6 @@ def _fleet_columns(p: Path, s_id: str, cols: dict[str, str], gpu_model: str | No
     catalogue, :func:`capplan.config.fleet.check_series_keys`)."""
     from pydantic import ValidationError
 
-    from capplan.config.fleet import SeriesFleetKeys, catalogue_from, check_series_keys
 
     try:
         keys = SeriesFleetKeys.model_validate(cols)

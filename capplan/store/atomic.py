@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from capplan.errors import InputError
 from capplan.store.diskfull import disk_full_error, is_disk_full, tree_bytes
 
 
@@ -145,7 +146,6 @@ def replace_dir(final: str | os.PathLike):
     """
     final = Path(final)
     if final.is_symlink():
-        from capplan.errors import InputError
 
         raise InputError(f"{final}: is a symlink (to {os.readlink(final)}); the folder is replaced whole, which "
                          "would replace the link, not fill what it names: name the folder itself")

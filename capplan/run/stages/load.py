@@ -20,6 +20,7 @@ from capplan.errors import InputError
 from capplan.run.executor import Failed
 from capplan.run.state import Ledger, PlanState, Prepared
 from capplan.sources import LoadedHistory, load_source
+from capplan.store.remote import check_store_url
 from forecasting import backtest as bt
 from forecasting.regularise import regularise, to_hourly
 from forecasting.types import STEP, SeriesMeta
@@ -35,8 +36,6 @@ def store_option(store: str) -> str:
     Raises :class:`capplan.errors.InputError` when the folder exists as a file, or the URL breaks the
     store URL rule (:func:`capplan.store.remote.check_store_url`: no credentials, no ``memory://``)."""
     if "://" in store:
-        from capplan.store.remote import check_store_url
-
         return check_store_url(store, "--store")
     p = Path(store).expanduser().resolve()
     if p.exists() and not p.is_dir():
