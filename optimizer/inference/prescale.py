@@ -18,7 +18,7 @@ effect from KEDA ``cron`` triggers, one per forecast **peak**:
   replay does: ``[peak start - lead, peak end - lead)``;
 * a run longer than :data:`MAX_WINDOW` (one day) is split into day-long
   windows, because a weekly cron window must stay shorter than a day to be
-  checked (:mod:`optimizer.exporters.lint`, rule ``cron-trigger``);
+  checked (:mod:`optimizer.exporters.checks.lint`, rule ``cron-trigger``);
 * at most ``max_windows`` windows, the largest needs first.
 
 **Fallback replicas** (:func:`fallback_replicas`): KEDA's ``fallback.replicas``
