@@ -3,8 +3,9 @@
 ``python -m benchmarks same-figures --against REV`` plans the embedded sample twice with the same seed, once with the
 code at git revision ``REV`` (checked out into a temporary worktree and put first on ``PYTHONPATH``) and once with the
 working tree, each in its own folder with its own store and model registry, then compares the two output folders.
-``--old DIR --new DIR`` compares two folders already written. ``--plan-args`` passes options to both plans (for example
-``--quick`` or ``--series train/vc6YE``).
+``--rev REV`` tests the code at another revision instead of the working tree (a refactor measured after later
+changes landed); ``--old DIR --new DIR`` compares two folders already written. ``--plan-args`` passes options to
+both plans (for example ``--quick`` or ``--series train/vc6YE``).
 
 What may differ: run ids, timings, dates of the run, absolute paths, library-version and code-fingerprint fields
 (:data:`VOLATILE_KEYS`, also as parquet columns), and lines of YAML that carry them. A text (a note, a description)
@@ -130,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     exit 1 when the figures differ."""
     ap = argparse.ArgumentParser(prog="python -m benchmarks same-figures", description=__doc__.splitlines()[0])
     ap.add_argument("--against", help="git revision whose plan is the reference (default: HEAD)", default="HEAD")
+    ap.add_argument("--rev", help="git revision of the code under test (default: the working tree)")
     ap.add_argument("--old", type=Path, help="a reference output folder already written (skips planning)")
     ap.add_argument("--new", type=Path, help="an output folder already written by the code under test")
     ap.add_argument("--plan-args", default="", help="options for both plans, e.g. '--quick --series train/vc6YE'")
@@ -144,11 +146,19 @@ def main(argv: list[str] | None = None) -> None:
                 old = _plan(wt, tmpd / "old", shlex.split(args.plan_args))
             finally:
                 subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=REPO, check=False)
+        if new is None and args.rev:
+            wt = tmpd / "code-new"
+            subprocess.run(["git", "worktree", "add", "--detach", "-q", str(wt), args.rev], cwd=REPO, check=True)
+            try:
+                new = _plan(wt, tmpd / "new", shlex.split(args.plan_args))
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(wt)], cwd=REPO, check=False)
         if new is None:
             new = _plan(None, tmpd / "new", shlex.split(args.plan_args))
         diffs = compare(old, new)
         n_files = len({p.relative_to(old) for p in old.rglob("*") if p.is_file()})
-        print(f"reference: {args.old or args.against}; compared {n_files} files of the plan output")
+        print(f"reference: {args.old or args.against}; under test: {args.new or args.rev or 'the working tree'}; "
+              f"compared {n_files} files of the plan output")
         figures = {rel: [d for d in lines if not d.endswith(WORDING)] for rel, lines in diffs.items()}
         figures = {rel: lines for rel, lines in figures.items() if lines}
         wording = sum(d.endswith(WORDING) for lines in diffs.values() for d in lines)
