@@ -25,6 +25,9 @@ JSON Schema is ``schemas/dispatcherpolicy.schema.json``. Per series
   day of history (:mod:`optimizer.plan.history_levels`);
 * ``forecastVersion``, ``validFrom``, ``fallbacks``.
 
+With a fleet plan, ``spec.fleet`` holds the cohort, per GPU model the ResourceFlavor and purchase mix, and per
+team its Kueue quotas (:mod:`.fleet_policy`; ``capplan export`` renders the Kueue objects from it).
+
 Floats are rounded for reading (:func:`human`: 4 significant digits, cents
 kept), so ``policy.yaml`` shows ``0.7898``, not ``0.7897946257902195``.
 
@@ -42,6 +45,7 @@ import yaml
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.checks.schemas import default_schemas_dir
 from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
+from optimizer.exporters.fleet_policy import fleet_entry
 from optimizer.exporters.policy_fields import camel, camel_dict, human, param_problems, snake, snake_dict
 from optimizer.plan.policy import Metrics, SeriesPlan
 
@@ -139,9 +143,13 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
 
 
 def policy_object(plans: list[SeriesPlan], ctx: Context) -> dict:
+    """The DispatcherPolicy object; ``spec.fleet`` (:func:`optimizer.exporters.fleet_policy.fleet_entry`) when the
+    export has a fleet quota (``ctx.fleet``)."""
+    spec: dict = {"series": [series_entry(p, ctx.names[p.series_id]) for p in plans]}
+    if ctx.fleet is not None:
+        spec["fleet"] = fleet_entry(ctx.fleet)
     return {"apiVersion": API_VERSION, "kind": KIND,
-            "metadata": {"name": "capplan", "labels": {"app.kubernetes.io/managed-by": "capplan"}},
-            "spec": {"series": [series_entry(p, ctx.names[p.series_id]) for p in plans]}}
+            "metadata": {"name": "capplan", "labels": {"app.kubernetes.io/managed-by": "capplan"}}, "spec": spec}
 
 
 @register("policy")

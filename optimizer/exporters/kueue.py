@@ -77,6 +77,8 @@ class TeamQuota(BaseModel):
     namespace: str | None = None
     scheduler: Literal["kueue", "volcano"] = "kueue"
     models: dict[str, ModelQuota]
+    series: list[str] = Field(default_factory=list, description="the series the team's quotas were planned from "
+                              "(recorded in policy.yaml; not written to the Kueue objects)")
 
 
 class FlavorSpec(BaseModel):
@@ -88,6 +90,9 @@ class FlavorSpec(BaseModel):
     gpu_product: str = Field(min_length=1)
     node_labels: dict[str, str] = Field(default_factory=dict)
     capacity_gpus: int = Field(ge=0)
+    mix: dict[str, dict[str, float]] = Field(default_factory=dict, description="the plan's purchase mix of the "
+                                             "model: option (reserved, spot, on_demand) -> gpus, gpu_hours, "
+                                             "cost_usd (recorded in policy.yaml; not written to the Kueue objects)")
 
 
 class FleetQuota(BaseModel):

@@ -5,8 +5,8 @@
   schemas, the DispatcherPolicy schema and CRD, and the lint rules. Prints one
   line per problem, ``file: path: [rule] message``.
 * ``capplan export --out DIR`` — re-render ``policy.yaml`` and the manifests
-  from ``--policy`` (default ``DIR/policy.yaml``) with the ``export:``
-  settings of ``--config``; the folder is swapped in atomically and files the
+  from ``--policy`` (default ``DIR/policy.yaml``; its ``spec.fleet``, when present, gives the Kueue objects)
+  with the ``export:`` settings of ``--config``; the folder is swapped in atomically and files the
   exporter does not own (parquet, report.json) are kept.
 * ``--diff`` — print a unified diff of what that would change, write nothing.
 
@@ -41,6 +41,7 @@ from capplan.store import atomic
 from optimizer.exporters import OWNED, ExportValidationError, is_own_file, render_all, write_all
 from optimizer.exporters.checks.problem import yaml_problem
 from optimizer.exporters.dispatcher_policy import read_policy
+from optimizer.exporters.fleet_policy import fleet_from_policy
 
 EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
 EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")
@@ -143,6 +144,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--policy {src}: file not found (run `capplan plan` first or pass --policy)")
         try:
             plans = read_policy(src)
+            fleet = fleet_from_policy(yaml.safe_load(src.read_text()))  # spec.fleet: the Kueue quotas, or None
         except (yaml.YAMLError, UnicodeDecodeError) as exc:  # PyYAML's message quotes the file: never shown
             raise InputError(f"--policy {src}: {yaml_problem(exc)}") from None
         except ValidationError as exc:  # the field and the rule, not the value (pydantic echoes input values)
@@ -156,7 +158,7 @@ def register(app: typer.Typer) -> None:
                              "field of the wrong shape); write it again with `capplan plan`") from None
         if diff:
             try:
-                text = diff_text(_existing(out_dir), render_all(plans, cfg.export))
+                text = diff_text(_existing(out_dir), render_all(plans, cfg.export, fleet))
             except (ValueError, OSError) as exc:  # a policy that cannot be rendered: bad input
                 raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
             except Exception as exc:  # noqa: BLE001 — only the exit code changes: 1 means "differences" here
@@ -167,7 +169,7 @@ def register(app: typer.Typer) -> None:
 
         root = out_dir.resolve()
         try:
-            new = set(render_all(plans, cfg.export))
+            new = set(render_all(plans, cfg.export, fleet))
         except ValueError as exc:  # e.g. a pre-scaling window that is not a peak
             raise InputError(f"--policy {src}: cannot render manifests: {exc}") from None
         theirs = [r for r in _existing(out_dir) if r not in new and not is_own_file(out_dir, r)]
@@ -181,7 +183,7 @@ def register(app: typer.Typer) -> None:
                     shutil.copytree(out_dir, tmp, dirs_exist_ok=True,
                                     ignore=lambda d, names: [n for n in names
                                                              if Path(d).resolve() == root and n in OWNED])
-                written = write_all(plans, tmp, cfg.export)
+                written = write_all(plans, tmp, cfg.export, fleet)
         except ExportValidationError as exc:
             typer.echo(str(exc), err=True)
             sys.exit(EXIT_BAD_INPUT)

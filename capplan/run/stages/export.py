@@ -14,7 +14,7 @@ import pandas as pd
 from capplan.config.settings import CapplanConfig
 from capplan.report.model import build_report
 from capplan.report.summary import fleet_summary
-from capplan.run.stages.fleet import fleet_section
+from capplan.run.stages.fleet import fleet_outputs
 from capplan.run.state import Forecasts, Ledger, PlanState, Prepared
 from capplan.store import atomic
 from capplan.store.retention import folder_bytes, write_backtest
@@ -35,7 +35,9 @@ def export(state: PlanState) -> None:
 
     Files: ``policy.yaml``, ``crds/``, ``manifests/``, ``forecasts.parquet`` (plan
     forecasts: combined and per tier), ``report.json``, ``trials.parquet``,
-    ``replay.parquet``, ``backtest.parquet`` (rolling forecasts, compact:
+    ``replay.parquet``, ``fleet.parquet`` (with a fleet: :func:`capplan.run.stages.fleet.hourly_frame`; the
+    Kueue objects of its quotas go to ``manifests/`` and ``policy.yaml``'s ``spec.fleet``),
+    ``backtest.parquet`` (rolling forecasts, compact:
     :func:`capplan.store.retention.write_backtest`), ``history.parquet`` (and
     ``history_native.parquet``: inference series sampled finer than 5 minutes, on their own
     grid). ``report.json`` names every file and the stage seconds up to its own writing, so the
@@ -55,13 +57,15 @@ def export(state: PlanState) -> None:
         if s.quota is not None:
             s.quota.held = cfg.export.capability_limit == "quota"
     report.summary = fleet_summary(report)
-    fleet = fleet_section(state)  # None without fleet keys: the report is as before
+    fleet = fleet_outputs(state)  # None without fleet keys: the report and files are as before
     if fleet is not None:
-        report.fleet, report.run.gpu_models = fleet
+        report.fleet, report.run.gpu_models = fleet.report, fleet.gpu_models
     with atomic.replace_dir(Path(state.out)) as tmp:
         state.progress("export", "writing policy and manifests")
-        write_all(state.plans, tmp, cfg.export)
+        write_all(state.plans, tmp, cfg.export, fleet=fleet.quota if fleet is not None else None)
         _frames(tmp, fc, outcomes, prep)
+        if fleet is not None:  # per hour and GPU model: capacity of the recommended fleet plan against demand
+            atomic.write_parquet(tmp / "fleet.parquet", fleet.hourly)
         write_backtest(tmp / "backtest.parquet", list(fc.rolling.values()),
                        {sid: tuple(s.windows.evaluation) for sid, s in report.series.items()}, cfg.retention.backtest)
         names = sorted([str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()] + ["report.json"])

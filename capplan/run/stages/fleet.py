@@ -13,6 +13,8 @@ before it (:mod:`optimizer.fleet.causal`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -21,9 +23,13 @@ from capplan.errors import InputError
 from capplan.report.fleet import FleetCost, FleetLimit, FleetReport, FleetSeries, MixFigures, catalogue_used
 from capplan.run.state import PlanState
 from optimizer.book.gpus import spec_for
+from optimizer.exporters.kueue import FleetQuota
+from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.fleet.causal import CausalRule
 from optimizer.fleet.compare import compare
+from optimizer.fleet.limit import LAYERS
 from optimizer.fleet.problem import build_problem
+from optimizer.fleet.quota import fleet_quota
 
 
 def members(state: PlanState) -> dict[str, SeriesFleetKeys]:
@@ -60,8 +66,63 @@ def _share_factor(share, allowed: list[str], catalogue) -> float:
     return 1.0
 
 
+@dataclass
+class FleetOutputs:
+    """What the fleet step gives the export stage: ``report`` (``report.json``'s ``fleet``), ``gpu_models``
+    (``run.gpu_models``), ``quota`` (the Kueue quotas of the recommended plan, :mod:`optimizer.fleet.quota`,
+    written by the Kueue exporter and recorded in ``policy.yaml``'s ``spec.fleet``) and ``hourly``
+    (``fleet.parquet``, :func:`hourly_frame`)."""
+
+    report: FleetReport
+    gpu_models: dict
+    quota: FleetQuota
+    hourly: pd.DataFrame
+
+
+def teams_of(state: PlanState, ids: list[str]) -> dict[str, tuple[str | None, list[str]]]:
+    """The fleet's teams: team name -> (namespace, member series). A series whose config names a namespace
+    (its ``series:`` entry's ``namespace`` or ``export.targets.<id>.namespace``) joins the team of that
+    namespace (named as it); any other is a team of its own, named as its other manifests
+    (:func:`optimizer.exporters.names.assign_names`), in ``export.namespace``."""
+    cfg = state.cfg
+    names = assign_names(list(ids))
+    teams: dict[str, tuple[str | None, list[str]]] = {}
+    for sid in ids:
+        t = cfg.export.targets.get(sid)
+        ns = t.namespace if t is not None and t.namespace else None
+        if ns is not None:
+            teams.setdefault(k8s_name(ns), (ns, []))[1].append(sid)
+        else:
+            teams[names[sid]] = (cfg.export.namespace, [sid])
+    return teams
+
+
+def hourly_frame(problem, plan, window_end: pd.Timestamp) -> pd.DataFrame:
+    """``fleet.parquet``: one row per hour of the evaluation window and GPU model of the recommended plan, columns
+    ``timestamp`` (datetime64[ns, UTC], the hour's start), ``gpu_model`` (str), ``capacity_gpus`` (GPUs held, all
+    purchase options), ``reserved_gpus``, ``spot_gpus``, ``on_demand_gpus`` (per option) and ``demand_gpus``
+    (GPUs of that model serving the fleet's series in the hour, :func:`optimizer.fleet.replay.assign`), all
+    float64 in GPUs of the row's model. ``window_end``: the last hour."""
+    t = problem.hours
+    ts = pd.date_range(end=window_end, periods=t, freq="h")
+    served = plan.placed.sum(axis=0)
+    parts = []
+    for j, m in enumerate(problem.models):
+        layer = {f"{k}_gpus": np.asarray(plan.capacity[k][j], float) for k in LAYERS}
+        parts.append(pd.DataFrame({"timestamp": ts, "gpu_model": m,
+                                   "capacity_gpus": sum(layer.values()), **layer,
+                                   "demand_gpus": np.asarray(served[j], float)}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def fleet_section(state: PlanState) -> tuple[FleetReport, dict] | None:
-    """The report's ``fleet`` object and ``run.gpu_models``, or None when the run has no fleet. Raises
+    """The report's ``fleet`` object and ``run.gpu_models`` (:func:`fleet_outputs`), or None without a fleet."""
+    out = fleet_outputs(state)
+    return None if out is None else (out.report, out.gpu_models)
+
+
+def fleet_outputs(state: PlanState) -> FleetOutputs | None:
+    """The fleet step's outputs (:class:`FleetOutputs`), or None when the run has no fleet. Raises
     :class:`capplan.errors.InputError` naming the series and key when a member's own model (``gpu_model``) is
     not in the catalogue, or a key read from the data is bad for the run's catalogue
     (:func:`capplan.config.fleet.check_series_keys`)."""
@@ -121,4 +182,8 @@ def fleet_section(state: PlanState) -> tuple[FleetReport, dict] | None:
         regret=None if not np.isfinite(c.regret) else c.regret, violations=c.violations,
         mix={m: {k: MixFigures(**v) for k, v in opts.items()} for m, opts in c.mix().items()},
         series=series, notes=notes + list(problem.notes))
-    return fleet, catalogue_used(catalogue, book)
+    mix = c.mix()
+    quota = fleet_quota(c.problem, c.recommended, teams_of(state, ids),
+                        k8s_name(cfg.fleet.name if cfg.fleet is not None else "fleet"), mix)
+    return FleetOutputs(report=fleet, gpu_models=catalogue_used(catalogue, book), quota=quota,
+                        hourly=hourly_frame(c.problem, c.recommended, end))
