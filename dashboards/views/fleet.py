@@ -1,7 +1,9 @@
 """Fleet: the assumptions the figures rest on (capplan.report.assumptions), the pools above their quota
 (held to it and raised), the run's warnings and notes (grouped, with counts), the fleet's purchase mix,
 demand against provisioned capacity per series with the pool's quota drawn, unmet demand as its own band,
-and a utilisation heatmap of series x hour-of-week (evaluation window)."""
+and a utilisation heatmap of series x hour-of-week (evaluation window); with a GPU fleet (fleet keys), its figures
+beside each series alone and pooled, its mix per GPU model and purchase option, and per model its capacity
+against demand (:mod:`dashboards.fleet_tables`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import streamlit as st
 
 from capplan.report.summary import fleet_summary
 from dashboards import common as c
+from dashboards import fleet_tables as ft
 from dashboards import notes as nt
 
 ctx, rep = c.page("Fleet")
@@ -57,6 +60,26 @@ c.show_notes(notes, len(series))
 st.subheader("Purchase mix (recommended plan)")
 c.show_mix(nt.fleet_mix(raw), "Reserved, spot and on-demand capacity the recommended plans buy over the "
            "evaluation windows, summed over the fleet (inference replicas are on demand).")
+
+gpu_fleet = raw.get("fleet")  # a run with fleet keys (gpu_models, min_gpu_memory_gb, share): one plan per GPU model
+if gpu_fleet:
+    st.subheader(f"GPU fleet: {gpu_fleet['name']}")
+    lo, hi = gpu_fleet["evaluation_window"]
+    st.caption(f"The members planned as one fleet, each placed only on the GPU models it may use, over "
+               f"{gpu_fleet['hours']} hours ({lo} to {hi} UTC). Beside it: each series alone on its own model, and "
+               "the fleet pooled without substitution. Fleet regret (cost / limit): "
+               + ("n/a" if gpu_fleet.get("regret") is None else f"{gpu_fleet['regret']:.2f}")
+               + f"; steps on a model outside a series' list or below its memory floor: {gpu_fleet['violations']}.")
+    st.dataframe(ft.figures_table(gpu_fleet), hide_index=True, width="stretch", key="gpu_fleet_figures")
+    st.markdown("**Mix per GPU model and purchase option** (recommended plan)")
+    st.dataframe(ft.mix_table(gpu_fleet), hide_index=True, width="stretch", key="gpu_fleet_mix")
+    st.markdown("**Members**")
+    st.dataframe(ft.series_table(gpu_fleet), hide_index=True, width="stretch", key="gpu_fleet_series")
+    hourly = c.frame(*ctx.key, "fleet")
+    if hourly.empty:
+        st.info("This run has no fleet.parquet: the capacity per GPU model over time is not recorded.")
+    for model in ft.shown_models(hourly):
+        st.plotly_chart(ft.capacity_figure(hourly, model), key=f"gpu_fleet_{model}")
 
 rows = []
 for sid, s in sorted(series.items()):

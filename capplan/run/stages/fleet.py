@@ -108,7 +108,7 @@ def hourly_frame(problem, plan, window_end: pd.Timestamp) -> pd.DataFrame:
     served = plan.placed.sum(axis=0)
     parts = []
     for j, m in enumerate(problem.models):
-        layer = {f"{k}_gpus": np.asarray(plan.capacity[k][j], float) for k in LAYERS}
+        layer = {f"{k}_gpus": np.asarray(plan.capacity[k][j], float) + 0.0 for k in LAYERS}  # + 0.0: no -0.0
         parts.append(pd.DataFrame({"timestamp": ts, "gpu_model": m,
                                    "capacity_gpus": sum(layer.values()), **layer,
                                    "demand_gpus": np.asarray(served[j], float)}))
