@@ -65,7 +65,8 @@ def split_ids(values: list[str] | None) -> list[str] | None:
 #: one) may be replaced by ``--out``; anything else is refused (check_out_dir)
 OUTPUT_MARKERS = ("report.json", "policy.yaml")
 PLAN_FILES = ("forecasts.parquet", "trials.parquet", "replay.parquet", "backtest.parquet", "history.parquet",
-              "history_native.parquet")  # what `capplan plan` writes beside report.json and the exports
+              "history_native.parquet", "fleet.parquet")  # what `capplan plan` writes beside report.json and the
+# exports (fleet.parquet: with a fleet only)
 
 
 def source_file(source: str | None) -> Path | None:
