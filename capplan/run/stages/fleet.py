@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from capplan.config.fleet import FLEET_KEYS, SeriesFleetKeys, check_series_keys
 from capplan.errors import InputError
@@ -25,10 +26,10 @@ from capplan.run.state import PlanState
 from optimizer.book.gpus import spec_for
 from optimizer.exporters.kueue import FleetQuota
 from optimizer.exporters.names import assign_names, k8s_name
-from optimizer.fleet.causal import CausalRule
+from optimizer.fleet.causal import CausalRule, FleetPlan
 from optimizer.fleet.compare import compare
 from optimizer.fleet.limit import LAYERS
-from optimizer.fleet.problem import build_problem
+from optimizer.fleet.problem import FleetProblem, build_problem
 from optimizer.fleet.quota import fleet_quota
 
 
@@ -83,21 +84,27 @@ def teams_of(state: PlanState, ids: list[str]) -> dict[str, tuple[str | None, li
     """The fleet's teams: team name -> (namespace, member series). A series whose config names a namespace
     (its ``series:`` entry's ``namespace`` or ``export.targets.<id>.namespace``) joins the team of that
     namespace (named as it); any other is a team of its own, named as its other manifests
-    (:func:`optimizer.exporters.names.assign_names`), in ``export.namespace``."""
+    (:func:`optimizer.exporters.names.assign_names`), in ``export.namespace``. Raises
+    :class:`capplan.errors.InputError` when a namespace's team name is also a series' own team name."""
     cfg = state.cfg
     names = assign_names(list(ids))
     teams: dict[str, tuple[str | None, list[str]]] = {}
     for sid in ids:
         t = cfg.export.targets.get(sid)
         ns = t.namespace if t is not None and t.namespace else None
+        name = k8s_name(ns) if ns is not None else names[sid]
+        if name in teams and (ns is None or teams[name][0] != ns):
+            raise InputError(f"fleet: team {name!r} is both a namespace and a series' own team (series "
+                             f"{', '.join(teams[name][1] + [sid])}); set another namespace in their series: entries "
+                             "or export.targets")
         if ns is not None:
-            teams.setdefault(k8s_name(ns), (ns, []))[1].append(sid)
+            teams.setdefault(name, (ns, []))[1].append(sid)
         else:
-            teams[names[sid]] = (cfg.export.namespace, [sid])
+            teams[name] = (cfg.export.namespace, [sid])
     return teams
 
 
-def hourly_frame(problem, plan, window_end: pd.Timestamp) -> pd.DataFrame:
+def hourly_frame(problem: FleetProblem, plan: FleetPlan, window_end: pd.Timestamp) -> pd.DataFrame:
     """``fleet.parquet``: one row per hour of the evaluation window and GPU model of the recommended plan, columns
     ``timestamp`` (datetime64[ns, UTC], the hour's start), ``gpu_model`` (str), ``capacity_gpus`` (GPUs held, all
     purchase options), ``reserved_gpus``, ``spot_gpus``, ``on_demand_gpus`` (per option) and ``demand_gpus``
@@ -125,7 +132,8 @@ def fleet_outputs(state: PlanState) -> FleetOutputs | None:
     """The fleet step's outputs (:class:`FleetOutputs`), or None when the run has no fleet. Raises
     :class:`capplan.errors.InputError` naming the series and key when a member's own model (``gpu_model``) is
     not in the catalogue, or a key read from the data is bad for the run's catalogue
-    (:func:`capplan.config.fleet.check_series_keys`)."""
+    (:func:`capplan.config.fleet.check_series_keys`); or naming the team when the teams (:func:`teams_of`)
+    cannot be Kueue queues (a namespace that is not an RFC 1123 label, a name taken twice)."""
     cfg = state.cfg
     keys = members(state)
     if not keys:
@@ -182,8 +190,10 @@ def fleet_outputs(state: PlanState) -> FleetOutputs | None:
         regret=None if not np.isfinite(c.regret) else c.regret, violations=c.violations,
         mix={m: {k: MixFigures(**v) for k, v in opts.items()} for m, opts in c.mix().items()},
         series=series, notes=notes + list(problem.notes))
-    mix = c.mix()
-    quota = fleet_quota(c.problem, c.recommended, teams_of(state, ids),
-                        k8s_name(cfg.fleet.name if cfg.fleet is not None else "fleet"), mix)
+    try:
+        quota = fleet_quota(c.problem, c.recommended, teams_of(state, ids),
+                            k8s_name(cfg.fleet.name if cfg.fleet is not None else "fleet"), c.mix())
+    except ValidationError as exc:  # a namespace that is not an RFC 1123 label: the config's, so bad input
+        raise InputError(f"fleet: the Kueue quotas cannot be written: {exc.errors()[0]['msg']}") from None
     return FleetOutputs(report=fleet, gpu_models=catalogue_used(catalogue, book), quota=quota,
                         hourly=hourly_frame(c.problem, c.recommended, end))

@@ -5,9 +5,11 @@ GPU-hours per model equal the report's placements."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from capplan.config.settings import CapplanConfig
-from capplan.run.stages.fleet import fleet_outputs
+from capplan.errors import InputError
+from capplan.run.stages.fleet import fleet_outputs, teams_of
 from forecasting.types import SeriesMeta
 from optimizer.exporters.names import assign_names
 from tests.capplan.run.test_fleet_stage import _state
@@ -53,3 +55,14 @@ def test_quota_and_hourly_frame_of_a_fleet():
 
 def test_no_fleet_no_outputs():
     assert fleet_outputs(_state(CapplanConfig(), dict(META))) is None
+
+
+def test_a_namespace_named_as_a_series_team_is_an_input_error():
+    taken = assign_names(["train/a"])["train/a"]
+    cfg = CapplanConfig.model_validate({
+        "series": [{"id": "train/a", "gpu_models": ["A100-40GB", "A100-80GB"]},
+                   {"id": "train/b", "min_gpu_memory_gb": 80, "namespace": taken}]})
+    state = _state(cfg, {k: META[k] for k in ("train/a", "train/b")})
+    with pytest.raises(InputError, match=f"team '{taken}'.*train/a, train/b"):
+        teams_of(state, ["train/a", "train/b"])
+    assert teams_of(state, ["train/b"]) == {taken: (taken, ["train/b"])}
