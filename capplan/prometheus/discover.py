@@ -108,11 +108,15 @@ def _kube_resource(ksm: str) -> str:
 _RFC1123 = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
+_ID_SAFE = re.compile(r"[A-Za-z0-9_.-]{1,63}")
+
+
 def _slug(text: str) -> str:
-    """An id part for a label value: itself when it is an RFC 1123 label (every Kubernetes namespace
-    is), else its letters, digits and ``_.-`` with a 6-hex-digit hash of the whole value after it, so
-    two values never share an id (``team a`` and ``team%a``). At most 63 characters."""
-    if _RFC1123.fullmatch(text):
+    """An id part for a label value: itself when it holds only letters, digits and ``_.-`` (every Kubernetes
+    namespace, every resource name such as ``mig_1g_10gb``), at most 63 characters; else those characters with
+    a 6-hex-digit hash of the whole value after it, so two values never share an id (``team a`` and
+    ``team%a``)."""
+    if _ID_SAFE.fullmatch(text):
         return text
     base = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:50] or "x"
     return f"{base}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:6]}"
