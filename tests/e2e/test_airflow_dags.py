@@ -274,17 +274,17 @@ def test_ld_key():
 
 def test_resolve_config_path(tmp_path, monkeypatch):
     monkeypatch.delenv(keys.CONFIG_ENV, raising=False)
-    with pytest.raises(jobs.JobError, match="capplan_config"):
-        jobs.resolve_config_path(None)
+    with pytest.raises(keys.JobError, match="capplan_config"):
+        keys.resolve_config_path(None)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("store: s\n")
     monkeypatch.setenv(keys.CONFIG_ENV, str(cfg))
-    assert jobs.resolve_config_path(None) == cfg
+    assert keys.resolve_config_path(None) == cfg
     other = tmp_path / "other.yaml"
     other.write_text("store: s\n")
-    assert jobs.resolve_config_path(str(other)) == other  # the Variable wins
-    with pytest.raises(jobs.JobError, match="not found"):
-        jobs.resolve_config_path(str(tmp_path / "missing.yaml"))
+    assert keys.resolve_config_path(str(other)) == other  # the Variable wins
+    with pytest.raises(keys.JobError, match="not found"):
+        keys.resolve_config_path(str(tmp_path / "missing.yaml"))
 
 
 def test_connection_secrets_stay_out_of_the_config(tmp_path, monkeypatch):
