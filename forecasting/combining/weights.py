@@ -37,25 +37,6 @@ Weights (per series, lead bucket and quantile level ``q``)
     Grushka-Cockayne & Winkler 2013). The caller raises each level to at least
     the one below it (:func:`forecasting.types.sanitise_quantiles`).
 
-Guard (:func:`guard`, per series, lead bucket and level, after the weighting above)
-    * with no realised evidence (``D = 0``) all weight is on naive: the combination is naive
-      until a target of its bucket has been observed;
-    * otherwise the mixture's own discounted loss on the same realised rows is compared with
-      each member's; where it exceeds the best member's by more than :data:`GUARD_MARGIN`
-      (relative), all weight goes to that member ("follow the leader" with a margin). On the
-      evidence it is judged on, the forecast is therefore never more than ``GUARD_MARGIN``
-      worse than its best member, whatever the weighting did. The underlying weighting's own
-      bound (Hedge with a prior, Cesa-Bianchi & Lugosi 2006, Thm. 2.2 and the small-loss form
-      of Freund & Schapire 1997: ``L <= (1 + eps) L_best + ln(1 / prior_best) / eps`` in
-      losses scaled to [0, 1]) is additive, and on a near-idle series where the best member's
-      loss is close to 0 it allows a large ratio; the guard turns it into the ratio bound a
-      user reads (MASE of the combination over its best member's). The comparison uses the
-      discounted window of :data:`HALF_LIFE` (recent rows count most), so after a change of
-      regime the guard follows the member that has been best lately, the tracking goal of
-      Herbster & Warmuth (1998, "Tracking the best expert") rather than the best member of
-      the whole record. Out of sample it is a guarantee on the evidence, not on the future:
-      a member that is best by chance on the window can lose the next day.
-
 No look-ahead
     The weights used at origin ``o`` come from rows with target ``<= o``
     inside a trailing :data:`LOOKBACK` (:func:`combine_online`). The plan
@@ -101,14 +82,6 @@ ETA: dict[str, float] = {"1h": 20.0, "24h": 2.0, "7d": 5.0}
 PRIOR_MEMBERS: dict[str, tuple[str, ...]] = {"1h": ("hourly",)}
 HALF_LIFE = pd.Timedelta("3D")  #: age at which a realised row counts half
 LOOKBACK = pd.Timedelta("21D")  #: realised rows older than this are ignored
-#: per lead band, how much (relative) the weighted mixture may lose to its best member on the realised
-#: evidence before all weight goes to that member (:func:`guard`): the accuracy target's slack
-#: (``benchmarks/accuracy_targets.py``, MEMBER_SLACK); the alternatives tried on the tuning windows are in
-#: docs/method.md ("Combination")
-GUARD_MARGIN: dict[str, float] = {"1h": 0.10, "24h": 0.10, "7d": 0.10}
-#: age at which a realised row counts half in the guard's comparison: the weights' own half-life (a 1-day
-#: half-life was tried on the tuning windows, docs/method.md)
-GUARD_HALF_LIFE = HALF_LIFE
 DAY_NS = pd.Timedelta("1D").value
 
 
@@ -174,60 +147,6 @@ def hedge_weights(loss: np.ndarray, days: float, names: list[str], eta: float = 
     return w / w.sum()
 
 
-def guard(w: np.ndarray, loss: np.ndarray, mix_loss: np.ndarray, days: float, names: list[str],
-          margin: float = 0.0) -> tuple[np.ndarray, list[str | None]]:
-    """The guarantee on top of any weighting (module docstring, "Guard"), per quantile level.
-
-    ``w``: weights ``(members, levels)``; ``loss``: each member's discounted mean pinball loss
-    ``(members, levels)`` on the realised evidence; ``mix_loss``: the loss of the mixture ``w``
-    on the same rows ``(levels,)``; ``days``: the evidence in days. Returns ``(weights,
-    fallback per level)``: with no evidence, all weight on naive (the prior's reference, when
-    present); where the mixture lost more than ``margin`` (relative) to its best member on the
-    evidence, all weight on that member (its name in ``fallback``, else None).
-    """
-    w = np.array(w, dtype="float64", copy=True)
-    fell: list[str | None] = [None] * w.shape[1]
-    if days <= 0 or not np.isfinite(loss).any():
-        if REFERENCE in names:
-            w[:] = 0.0
-            w[names.index(REFERENCE)] = 1.0
-            fell = [REFERENCE] * w.shape[1]
-        return w, fell
-    for j in range(w.shape[1]):
-        lj = np.where(np.isfinite(loss[:, j]), loss[:, j], np.inf)
-        best = int(np.argmin(lj))
-        if np.isfinite(lj[best]) and np.isfinite(mix_loss[j]) and mix_loss[j] > (1.0 + margin) * lj[best]:
-            w[:, j] = 0.0
-            w[best, j] = 1.0
-            fell[j] = names[best]
-    return w, fell
-
-
-def bucket_weights(hist: "_Bucket", at: int, names: list[str], band: str, eta: float | dict[str, float] = ETA,
-                   half_life: pd.Timedelta = HALF_LIFE, prior_naive: float | dict[str, float] = PRIOR_NAIVE,
-                   margin: float | dict[str, float] = GUARD_MARGIN, near: "_Bucket | None" = None
-                   ) -> tuple[np.ndarray, float, np.ndarray, list[str | None]]:
-    """Guarded weights of one lead bucket at time ``at`` (ns): ``(member losses (members, levels),
-    days of evidence, weights (members, levels), fallback per level)`` (:func:`hedge_weights`
-    per level on ``hist``, the bucket's own realised rows, then :func:`guard` on ``near``, the
-    realised rows of the bucket and the shorter buckets of its band, with :data:`GUARD_HALF_LIFE`;
-    ``near`` None: ``hist``)."""
-    loss, days = hist.state(at, half_life)
-    w = np.stack([hedge_weights(loss[:, j], days, names, band_eta(eta, band), band_eta(prior_naive, band),
-                                PRIOR_MEMBERS.get(band)) for j in range(loss.shape[1])], axis=1)
-    if near is None:
-        return (loss, days, *guard(w, loss, hist.mixture_loss(w), days, names, band_eta(margin, band)))
-    near_loss, near_days = near.state(at, GUARD_HALF_LIFE)
-    return (loss, days, *guard(w, near_loss, near.mixture_loss(w), near_days, names, band_eta(margin, band)))
-
-
-def near_rows(bucket: np.ndarray, b: int) -> np.ndarray:
-    """Rows (indices into ``bucket``, :func:`forecasting.combining.buckets.bucket_of`) of bucket ``b`` and the
-    shorter buckets of its band: the nearest leads, whose targets are realised first."""
-    band = BUCKETS[b][1]
-    return np.flatnonzero(np.isin(bucket, [i for i in buckets_in(band) if i <= b]))
-
-
 class _Bucket:
     """Realised rows of one lead bucket with each member's pinball loss, sorted by target."""
 
@@ -236,37 +155,21 @@ class _Bucket:
         obs = rows[np.isfinite(y[rows]) & np.isfinite(vals[rows]).all(axis=(1, 2))]
         obs = obs[np.argsort(t8[obs], kind="stable")]
         self.t = t8[obs]
-        self.vals, self.y = vals[obs], y[obs]
         # (rows, members, levels)
         self.loss = pinball_loss(y[obs, None, None], vals[obs], np.asarray(QUANTILES)[None, None, :])
-        self._last: tuple[int, int, np.ndarray] | None = None
-
-    def _window(self, at: int, half_life: pd.Timedelta, lookback: pd.Timedelta) -> tuple[int, int, np.ndarray]:
-        hi = int(np.searchsorted(self.t, at, side="right"))
-        lo = int(np.searchsorted(self.t, at - lookback.value, side="right"))
-        d = np.exp2(-(at - self.t[lo:hi]) / half_life.value) if hi > lo else np.zeros(0)
-        return lo, hi, d
 
     def state(self, at: int, half_life: pd.Timedelta = HALF_LIFE, lookback: pd.Timedelta = LOOKBACK
               ) -> tuple[np.ndarray, float]:
         """Discounted mean losses ``(members, levels)`` and days of evidence at time ``at`` (ns)."""
-        lo, hi, d = self._last = self._window(at, half_life, lookback)
+        hi = np.searchsorted(self.t, at, side="right")
+        lo = np.searchsorted(self.t, at - lookback.value, side="right")
         if hi <= lo:
             return np.full(self.loss.shape[1:], np.nan), 0.0
         t = self.t[lo:hi]
+        d = np.exp2(-(at - t) / half_life.value)
         span = max(float(t[-1] - t[0]), float(pd.Timedelta("5min").value)) / DAY_NS  # days the rows cover
         days = float(d.sum()) * span / len(t)  # discounted rows, in days of targets
         return np.tensordot(d, self.loss[lo:hi], axes=(0, 0)) / d.sum(), days
-
-    def mixture_loss(self, w: np.ndarray) -> np.ndarray:
-        """Discounted mean pinball loss per level of the mixture with weights ``w`` ``(members, levels)``
-        over the rows of the last :meth:`state` call (NaN without rows)."""
-        lo, hi, d = self._last if self._last is not None else (0, 0, np.zeros(0))
-        if hi <= lo:
-            return np.full(self.loss.shape[2], np.nan)
-        mix = np.einsum("rml,ml->rl", self.vals[lo:hi], w)
-        loss = pinball_loss(self.y[lo:hi, None], mix, np.asarray(QUANTILES)[None, :])
-        return d @ loss / d.sum()
 
 
 def _band_inputs(frames, band, actual):
@@ -282,16 +185,15 @@ def _band_inputs(frames, band, actual):
     return wide, names, iss, ts.as_unit("ns").asi8, vals, y, bucket_of(ts - iss)
 
 
-def _entry(names: list[str], loss: np.ndarray, days: float, weights: np.ndarray, fallback: str | None) -> dict:
+def _entry(names: list[str], loss: np.ndarray, days: float, weights: np.ndarray) -> dict:
     return {"weights": {n: float(w) for n, w in zip(names, weights)},
             "pinball": {n: (float(v) if np.isfinite(v) else None) for n, v in zip(names, loss)},
-            "evidence_days": round(days, 3), "fallback": fallback}
+            "evidence_days": round(days, 3)}
 
 
 def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, at: pd.Timestamp | None = None,
                       eta: float | dict[str, float] = ETA, half_life: pd.Timedelta = HALF_LIFE,
-                      prior_naive: float | dict[str, float] = PRIOR_NAIVE,
-                      margin: float | dict[str, float] = GUARD_MARGIN) -> dict[str, dict]:
+                      prior_naive: float | dict[str, float] = PRIOR_NAIVE) -> dict[str, dict]:
     """Weights per band, lead bucket and quantile level at time ``at`` (module docstring).
 
     Parameters
@@ -304,8 +206,7 @@ def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, at: pd
     Returns
     -------
     ``{band: {bucket_label: {q: {"weights": {model: w}, "pinball": {model: loss},
-    "evidence_days": float, "fallback": model or None}}}}``; weights sum to 1 (``fallback``: the
-    member :func:`guard` put all weight on, naive with no evidence).
+    "evidence_days": float}}}}``; weights sum to 1.
     """
     if at is None:
         obs = actual.dropna()
@@ -319,11 +220,11 @@ def learn_combination(frames: dict[str, pd.DataFrame], actual: pd.Series, at: pd
         wide, names, _, t8, qv, y, bucket = got
         spec[band] = {}
         for b in buckets_in(band):
-            hist = _Bucket(t8, qv, y, np.flatnonzero(bucket == b))
-            loss, days, w, fell = bucket_weights(hist, at8, names, band, eta, half_life, prior_naive, margin,
-                                                 _Bucket(t8, qv, y, near_rows(bucket, b)))
-            spec[band][BUCKETS[b][0]] = {q: _entry(names, loss[:, j], days, w[:, j], fell[j])
-                                         for j, q in enumerate(QCOLS)}
+            loss, days = _Bucket(t8, qv, y, np.flatnonzero(bucket == b)).state(at8, half_life)
+            spec[band][BUCKETS[b][0]] = {
+                q: _entry(names, loss[:, j], days, hedge_weights(loss[:, j], days, names, band_eta(eta, band),
+                                                             band_eta(prior_naive, band), PRIOR_MEMBERS.get(band)))
+                for j, q in enumerate(QCOLS)}
     return spec
 
 
@@ -354,7 +255,7 @@ def apply_combination(frames: dict[str, pd.DataFrame], spec: dict[str, dict], se
 
 def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id: str,
                    eta: float | dict[str, float] = ETA, half_life: pd.Timedelta = HALF_LIFE,
-                   prior_naive: float | dict[str, float] = PRIOR_NAIVE, margin: float | dict[str, float] = GUARD_MARGIN
+                   prior_naive: float | dict[str, float] = PRIOR_NAIVE
                    ) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
     """Rolling combination with no look-ahead: each origin ``o`` is combined with the
     weights :func:`learn_combination` would give at ``o`` (targets ``<= o`` only).
@@ -374,12 +275,16 @@ def combine_online(frames: dict[str, pd.DataFrame], actual: pd.Series, series_id
             rows = np.flatnonzero(bucket == b)
             if not len(rows):
                 continue
-            hist, near = _Bucket(t8, qv, y, rows), _Bucket(t8, qv, y, near_rows(bucket, b))
+            hist = _Bucket(t8, qv, y, rows)
             for o in np.unique(i8[rows]):
-                _, _, w, _ = bucket_weights(hist, int(o), names, band, eta, half_life, prior_naive, margin, near)
+                loss, days = hist.state(int(o), half_life)
                 target = rows[i8[rows] == o]
-                vals[target] = np.einsum("rml,ml->rl", qv[target], w)
-                w50.append(w[:, 0])
+                for j in range(len(QCOLS)):
+                    w = hedge_weights(loss[:, j], days, names, band_eta(eta, band), band_eta(prior_naive, band),
+                                      PRIOR_MEMBERS.get(band))
+                    vals[target, j] = qv[target, :, j] @ w
+                    if j == 0:
+                        w50.append(w)
         mean_w[band] = {n: float(v) for n, v in zip(names, np.mean(w50, axis=0))} if w50 else {}
         parts.append(_band_frame(wide, vals))
     return _finish(parts, series_id), mean_w
@@ -427,10 +332,7 @@ def combination_report(spec: dict[str, dict], mean_weights: dict[str, dict[str, 
         "method": (f"exponentially weighted losses per lead bucket and quantile (Hedge, eta per day of evidence "
                    f"{', '.join(f'{b} {e:g}' for b, e in ETA.items())}, half-life {HALF_LIFE.days} days, "
                    "prior on naive "
-                   f"{', '.join(f'{b} {p:g}' for b, p in PRIOR_NAIVE.items())}), guarded: naive before any "
-                   "evidence, the best member where the mixture lost to it by more than "
-                   f"{', '.join(f'{b} {m:.0%}' for b, m in GUARD_MARGIN.items())} on the realised rows of the "
-                   "nearest leads"),
+                   f"{', '.join(f'{b} {p:g}' for b, p in PRIOR_NAIVE.items())})"),
         "calibration": (f"online adaptive split conformal around {conformal.CENTRE or 'each quantile'}, "
                         f"trailing {conformal.CAL_WINDOW.days} days per lead bucket"),
         "members": members(spec),

@@ -109,8 +109,8 @@ def test_a_better_tier_takes_over_online_after_a_few_days():
     share = (c["p50"].to_numpy()[late] - n.loc[key].to_numpy()[late]) / gap[late]  # weight on seasonal-naive
     d = day.to_numpy()[late]
     first = (c["issued_at"] == c["issued_at"].min()).to_numpy()[late]
-    # no 12-24 h target realised yet: naive alone (the guard's rule before any evidence)
-    assert np.median(share[first]) == pytest.approx(0.0, abs=0.01)
+    # the prior: no 12-24 h target realised yet
+    assert np.median(share[first]) == pytest.approx(1 - combination.PRIOR_NAIVE["24h"], abs=0.01)
     assert np.median(share[d >= 8]) > 0.95
     assert mean_w["24h"]["seasonal_naive"] > 0.5
 
