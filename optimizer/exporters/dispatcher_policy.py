@@ -138,6 +138,8 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
         e["planExtra"] = pl
     e["params"] = camel_dict(p.params)
     e["expected"] = {"recommended": _metrics_entry(p.recommended), "baseline": _metrics_entry(p.baseline)}
+    if p.recommendation:  # read back by plans_from_policy, so a re-render keeps the header's word
+        e["recommendation"] = p.recommendation
     e["fallbacks"] = list(p.fallbacks)
     return human(e)
 
@@ -216,7 +218,8 @@ def plans_from_policy(obj: dict) -> list[SeriesPlan]:
             timezone=e.get("timezone", "UTC"), params=snake_dict(e.get("params", {})), plan=plan,
             recommended=_metrics_of(e["expected"]["recommended"]),
             baseline=_metrics_of(e["expected"]["baseline"]),
-            forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", []))))
+            forecast_version=e.get("forecastVersion", ""), fallbacks=list(e.get("fallbacks", [])),
+            recommendation=e.get("recommendation", "")))
     return out
 
 
