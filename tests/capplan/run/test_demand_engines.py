@@ -150,3 +150,35 @@ def test_discover_finds_every_namespace_and_queue_and_its_config_plans(cluster, 
                               "pool/team-a,volcano/q-a/pending", "--format", "json", "-q"], capsys)
     assert code == 0, err[-3000:]
     assert set(json.loads(out)["series"]) == {"pool/team-a", "volcano/q-a/pending"}
+
+
+@pytest.mark.parametrize("auth", ["bearer", "basic"])
+def test_discover_through_an_auth_proxy_in_front_of_a_real_prometheus(engines, tmp_path, capsys, monkeypatch, auth):
+    """A first connection as a cluster has it: the real Prometheus behind a proxy that wants a bearer token or basic
+    auth (as kube-rbac-proxy or an ingress does). ``discover --config`` with the config's credentials lists what the
+    open server lists; without them it is one line naming the URL, exit 2."""
+    import base64
+
+    token, password = "t0ken-xyz", "pa55-xyz"
+    monkeypatch.setenv("PROM_TOKEN", token)
+    monkeypatch.setenv("PROM_PASSWORD", password)
+    expect = (f"Bearer {token}" if auth == "bearer"
+              else "Basic " + base64.b64encode(f"capplan:{password}".encode()).decode())
+    refused = (401, b'{"status":"error","errorType":"unauthorized","error":"unauthorized"}')
+    url, stop = pf.start_proxy(engines["prometheus"], lambda h: None if h.get("Authorization") == expect else refused)
+    try:
+        cfg = tmp_path / "access.yaml"
+        cfg.write_text(yaml.safe_dump({"prometheus": {"url": url, **(
+            {"bearer_token_env": "PROM_TOKEN"} if auth == "bearer"
+            else {"basic_auth": {"username": "capplan", "password_env": "PROM_PASSWORD"}})}}))
+        code, out, err = run_cli(["discover", "--config", str(cfg), "--out", str(tmp_path / "capplan.yaml"),
+                                  "--at", UNTIL.isoformat(), "--lookback", "2d", "--format", "json"], capsys)
+        assert code == 0, err
+        assert set(json.loads(out)["namespaces"]) == {"team-a", "team-b", "team-c"}
+        written = (tmp_path / "capplan.yaml").read_text()
+        assert token not in written and password not in written
+        code, _, err = run_cli(["discover", "--prometheus-url", url, "--out", str(tmp_path / "none.yaml"),
+                                "--at", UNTIL.isoformat(), "-q"], capsys)
+        assert code == 2 and url in err and len(err.strip().splitlines()) == 1, err
+    finally:
+        stop()
