@@ -37,9 +37,9 @@ def assign(problem: FleetProblem, capacity: np.ndarray) -> tuple[np.ndarray, np.
                 pi.append(np.full(len(hrs), i))
                 pj.append(np.full(len(hrs), j))
                 ph.append(hrs)
-    if not pi:
+    pi, pj, ph = (np.concatenate(v) if v else np.zeros(0, int) for v in (pi, pj, ph))
+    if not len(pi) and not (need > 0).any():  # nothing to serve (an idle window): nothing placed, nothing unmet
         return np.zeros((n, mm, t)), np.zeros((n, t))
-    pi, pj, ph = np.concatenate(pi), np.concatenate(pj), np.concatenate(ph)
     ui, uh = np.nonzero(need > 0)
     n_y, n_u = len(pi), len(ui)
     ratio = problem.ratio[pi, pj]

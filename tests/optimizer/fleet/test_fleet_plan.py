@@ -157,6 +157,13 @@ def test_replay_serves_what_capacity_allows_and_records_the_rest():
     assert placed[0, 0, 1] > 0 and placed[1, 0, 1] > 0
 
 
+def test_an_idle_window_places_nothing_and_leaves_nothing_unmet():
+    # a member with no demand in the window (an idle pool) alone: no variable to solve for, not an error
+    p = _problem([[0, 0, 0]], ["A100-40GB"], [["A100-40GB"]])
+    placed, unmet = assign(p, np.array([[2.0, 2.0, 2.0]]))
+    assert placed.sum() == 0 and unmet.sum() == 0
+
+
 def test_quantile_rule_and_given_forecasts_plan_too():
     p, d = _fleet()
     start, t = d.shape[1] - 48, 48
