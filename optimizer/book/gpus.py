@@ -223,7 +223,7 @@ def load_catalogue(overrides: dict[str, dict] | None = None) -> dict[str, GpuMod
         base = out.get(key)
         if base is not None:
             merged = base.model_dump()
-            if "speed" in fields:
+            if isinstance(fields.get("speed"), dict):  # anything else is refused by the model's own validation
                 fields["speed"] = {**merged["speed"], **fields["speed"]}
             merged.update(fields)
             merged["name"] = key

@@ -85,10 +85,18 @@ def select_series(source: str, cfg: CapplanConfig, series: list[str] | None = No
     the cluster-wide outage rule and the global models read (:func:`prepare`), so a
     series' data and forecasts do not depend on the selection.
 
-    Raises InputError for an unknown ``--series`` id (listing the known ones).
+    Raises InputError for an unknown ``--series`` id, or a fleet member the config names (``fleet.series``, a
+    ``series:`` entry with fleet keys) that the source does not hold (listing the known ones).
     """
     loaded = load_source(source, timezone=timezone, config=cfg)
     known = sorted(loaded.frame["series_id"].unique())
+    fleet_ids = list(cfg.fleet.series) if cfg.fleet is not None else []
+    fleet_ids += [s.id for s in cfg.series if s.fleet_keys().is_set()]
+    absent = [s for s in dict.fromkeys(fleet_ids) if s not in set(known)]
+    if absent:  # a misspelt id would otherwise leave the fleet without that member, silently
+        shown = ", ".join(known[:20]) + (" ..." if len(known) > 20 else "")
+        raise InputError(f"fleet: series {', '.join(absent)} (fleet.series or a series: entry with fleet keys) not in "
+                         f"{loaded.label or source}; known: {shown}")
     if series:
         unknown = [s for s in series if s not in known]
         if unknown:

@@ -65,6 +65,20 @@ def test_bad_catalogue_override_names_the_model(tmp_path):
         load_config(_yaml(tmp_path, "gpu_catalogue:\n  L4: {memory_gb: -3}\n"))
 
 
+def test_a_scalar_speed_override_is_refused_naming_the_model(tmp_path):
+    with pytest.raises(InputError, match="gpu_catalogue.A100-80GB"):
+        load_config(_yaml(tmp_path, "gpu_catalogue:\n  A100-80GB: {speed: 0}\n"))
+
+
+def test_a_fleet_member_the_source_does_not_hold_is_named_before_any_work(tmp_path, capsys):
+    cfg = _yaml(tmp_path, "fleet: {name: r, series: [train/NOPE, train/vc6YE]}\n")
+    code, _, err = run_cli(["plan", "--config", str(cfg), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "train/NOPE" in err and "fleet" in err
+    cfg = _yaml(tmp_path, "series:\n  - {id: train/NOPE, gpu_models: [A100-80GB]}\n")
+    code, _, err = run_cli(["plan", "--config", str(cfg), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and "train/NOPE" in err
+
+
 def test_no_fleet_keys_no_fleet():
     cfg = CapplanConfig()
     assert cfg.fleet is None and cfg.gpu_catalogue == {}
