@@ -103,8 +103,14 @@ def inventory(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int 
     for lab, v in _ask(client, _ALLOC.format(lb=lb), at, "allocatable GPUs", told):
         alloc.setdefault(lab.get("node", ""), {})[lab.get("resource", "")] = v
     mig: dict[tuple, dict] = {}
+    unlabelled = sorted(n for n, lab in node_labels.items() if not lab.get("label_nvidia_com_gpu_product"))
+    if unlabelled:  # GPU Feature Discovery's product label missing (not deployed, or not in ksm's allowlist)
+        inv.notes.append(f"{len(unlabelled)} GPU node(s) without the nvidia.com/gpu.product label ({unlabelled[0]}"
+                         f"{', ...' if len(unlabelled) > 1 else ''}): not counted in any GPU model; deploy GPU Feature "
+                         "Discovery and add nvidia.com/gpu.product to kube-state-metrics' --metric-labels-allowlist")
     for node, lab in sorted(node_labels.items()):
-        _add_node(inv, mig, node, lab, alloc.get(node, {}))
+        if lab.get("label_nvidia_com_gpu_product"):
+            _add_node(inv, mig, node, lab, alloc.get(node, {}))
     inv.mig = [mig[k] for k in sorted(mig)]
     for lab, v in _ask(client, _DCGM.format(lb=lb), at, "dcgm-exporter GPU models", told):
         if lab.get("modelName"):
