@@ -148,6 +148,14 @@ def _cluster_queue_bounds(file: str, o: dict, out: list[Problem]) -> None:
     spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
     cohort = spec.get("cohortName") or spec.get("cohort")
     for path, flavor, res, r in _quotas(o):
+        for key in ("nominalQuota", "borrowingLimit", "lendingLimit"):
+            if key not in r:
+                continue
+            q = number(r[key])
+            if q is None or q < 0 or (str(res).endswith("gpu") and q != int(q)):
+                what = ("not a quantity" if q is None else "negative" if q < 0 else "not a whole number of GPUs")
+                out.append(Problem(file, f"{path}.{key}", "kueue-quota-bounds",
+                                   f"{key} {r[key]!r} of {res} in flavor {flavor} is {what}"))
         nominal, lending = number(r.get("nominalQuota")), number(r.get("lendingLimit"))
         if nominal is not None and lending is not None and lending > nominal:
             out.append(Problem(file, f"{path}.lendingLimit", "kueue-quota-bounds",
@@ -175,6 +183,7 @@ def _kueue_capacity(items: list[tuple[str, dict]]) -> list[Problem]:
             cap = number((o["metadata"].get("annotations") or {}).get(CAPACITY_ANNOTATION))
             if cap is not None:
                 capacity[str(o["metadata"].get("name"))] = cap
+    flavors = {str(o["metadata"].get("name")) for _, o in items if _is_kueue(o, "ResourceFlavor")}
     out: list[Problem] = []
     held: dict[tuple, list[tuple[str, str, str, float]]] = defaultdict(list)  # (cohort, flavor, resource) -> quotas
     for f, o in items:
@@ -183,6 +192,10 @@ def _kueue_capacity(items: list[tuple[str, dict]]) -> list[Problem]:
         spec = o.get("spec") if isinstance(o.get("spec"), dict) else {}
         cohort = spec.get("cohortName") or spec.get("cohort")
         for path, flavor, res, r in _quotas(o):
+            if flavors and flavor not in flavors:  # Kueue leaves a ClusterQueue naming a missing flavor inactive
+                out.append(Problem(f, f"{path.rsplit('.resources', 1)[0]}.name", "kueue-quota-capacity",
+                                   f"flavor {flavor!r} is no ResourceFlavor of this folder "
+                                   f"({', '.join(sorted(flavors))}); Kueue leaves the ClusterQueue inactive"))
             nominal = number(r.get("nominalQuota"))
             if flavor not in capacity or nominal is None or not str(res).endswith("gpu"):
                 continue

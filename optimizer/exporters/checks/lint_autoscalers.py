@@ -45,17 +45,25 @@ TRIGGER_METADATA = {
 }
 
 
+#: the suffixes of a Kubernetes quantity (``k8s.io/apimachinery/pkg/api/resource``, ``quantity.go``): binary SI,
+#: decimal SI; a decimal exponent (``5e2``) is handled apart
+_SUFFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+           "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40, "Pi": 2.0 ** 50, "Ei": 2.0 ** 60}
+_QUANTITY = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE]([+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)\s*")
+
+
 def number(x) -> float | None:
-    """Parse a number or simple Kubernetes quantity (``70``, ``65.5``, ``500m``); None if not."""
+    """Parse a number or a Kubernetes quantity (``70``, ``65.5``, ``500m``, ``5e2``, ``1Ki``); None if not one."""
     if isinstance(x, bool):
         return None
     if isinstance(x, (int, float)):
         return float(x)
     if isinstance(x, str):
-        m = re.fullmatch(r"\s*([+-]?\d+(?:\.\d*)?|\.\d+)(m|k|M|G|Ki|Mi|Gi)?\s*", x)
+        m = _QUANTITY.fullmatch(x)
         if m:
-            mult = {None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}
-            return float(m.group(1)) * mult[m.group(2)]
+            if m.group(2) is not None:
+                return float(m.group(1)) * 10.0 ** int(m.group(2))
+            return float(m.group(1)) * _SUFFIX[m.group(3) or ""]
     return None
 
 

@@ -90,6 +90,28 @@ def test_quota_above_capacity_is_a_finding_per_queue_and_per_cohort():
     assert [p.file for p in alone] == ["manifests/serving-clusterqueue.yaml"]
 
 
+@pytest.mark.parametrize("edit,rule,text", [
+    ({"nominalQuota": "5e2"}, "kueue-quota-capacity", "above the flavor's capacity"),  # an exponent is a quantity
+    ({"nominalQuota": "5.5"}, "kueue-quota-bounds", "not a whole number of GPUs"),
+    ({"nominalQuota": "-5"}, "kueue-quota-bounds", "negative"),
+    ({"borrowingLimit": "x"}, "kueue-quota-bounds", "not a quantity"),
+])
+def test_hand_edited_quantities_are_read_as_kubernetes_reads_them(edit, rule, text):
+    items = [(d.path, d.obj) for d in kueue_docs(_fleet())]
+    cq = next(o for _, o in items if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "serving")
+    a100 = next(f for f in cq["spec"]["resourceGroups"][0]["flavors"] if f["name"] == "a100-80gb")
+    a100["resources"][0].update(edit)
+    assert any(p.rule == rule and text in p.message for p in lint(items)), [p.message for p in lint(items)]
+
+
+def test_a_flavor_no_resource_flavor_defines_is_caught():
+    items = [(d.path, d.obj) for d in kueue_docs(_fleet())]
+    cq = next(o for _, o in items if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "serving")
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "t4-nonexistent"
+    found = [p for p in lint(items) if "t4-nonexistent" in p.message]
+    assert found and found[0].rule == "kueue-quota-capacity" and "inactive" in found[0].message
+
+
 def test_quota_bounds_and_schema_problems_are_caught():
     docs = kueue_docs(_fleet())
     cq = next(d.obj for d in docs if d.obj["kind"] == "ClusterQueue")
