@@ -37,6 +37,10 @@ PAIRED_STAGES = ("backtest: ", "plan: ")
 MORE = "more notes "
 
 
+NAMED = 20
+"""Series a grouped note names at most; the others are counted (``--verbose`` lists every note per series)."""
+
+
 @dataclass
 class Note:
     """One printed note: ``text`` (without a series prefix), the ``series`` it concerns
@@ -56,7 +60,9 @@ class Note:
             return f"{self.series[0]}: {self.text}"
         ks = {kinds.get(s) for s in self.series}
         noun = "pools" if ks == {"training"} else "services" if ks == {"inference"} else "series"
-        return f"{len(self.series)} {noun} ({', '.join(self.series)}): {self.text}"
+        shown = ", ".join(self.series[:NAMED]) + (f", and {len(self.series) - NAMED} more"
+                                                   if len(self.series) > NAMED else "")
+        return f"{len(self.series)} {noun} ({shown}): {self.text}"
 
 
 def rank(text: str, warning: bool) -> int:

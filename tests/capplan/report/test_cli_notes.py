@@ -251,3 +251,12 @@ def test_narrow_table_drops_columns_in_the_documented_order():
         kept = fit_columns(cols, rows, width)
         seen += [cols[i].header for i in range(len(cols)) if i not in kept and cols[i].header not in seen]
     assert seen == ["mix % R/S/D", "regret", "kind", "unmet", "idle ratio", "saving"]  # docs/cli-output.md
+
+
+def test_a_note_shared_by_thousands_of_series_names_twenty_and_counts_the_rest():
+    from capplan.report.notes import NAMED, Note
+
+    ids = [f"train/s{i:04d}" for i in range(2006)]
+    line = Note("regularise: too short", ids).line({s: "training" for s in ids})
+    assert line.startswith("2006 pools (train/s0000, ") and f"and {2006 - NAMED} more)" in line
+    assert "train/s0020" not in line and len(line) < 400
