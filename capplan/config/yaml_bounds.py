@@ -248,5 +248,7 @@ def describe(err: dict, root: yaml.Node | None, model=None) -> str:
                 "(see the README's configuration section)")
     line = key_line(root, loc)
     desc = field_description(model, loc) if model is not None else None
-    return (f"{key_path(loc)}: {err['msg']}" + (f" (line {line})" if line else "")
+    msg = str(err["msg"]).removeprefix("Value error, ")  # pydantic's prefix for a validator's ValueError
+    where = key_path(loc) or "the config as a whole"  # a check across keys (a model validator) has no key path
+    return (f"{where}: {msg}" + (f" (line {line})" if line else "")
             + (f"; expected: {desc}" if desc else ""))
