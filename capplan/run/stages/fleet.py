@@ -128,6 +128,28 @@ def fleet_section(state: PlanState) -> tuple[FleetReport, dict] | None:
     return None if out is None else (out.report, out.gpu_models)
 
 
+def checked_members(state: PlanState) -> dict[str, tuple[SeriesFleetKeys, list[str]]]:
+    """Per fleet member (:func:`members`), its keys and the catalogue models it may use; run by the load stage as
+    soon as the series' metadata is known, so a bad member fails before any forecast. Raises InputError naming
+    the series and key: no ``gpu_model`` (the model its demand is measured on), an unknown one, or keys no model
+    satisfies (:func:`capplan.config.fleet.check_series_keys`)."""
+    catalogue = state.cfg.gpu_catalogue_used()
+    out = {}
+    for sid, k in sorted(members(state).items()):
+        m = state.prep.meta[sid]
+        if m.gpu_model in ("", "default"):
+            raise InputError(f"fleet: series {sid!r} is a fleet member without gpu_model (the GPU model its demand "
+                             "is measured on); set gpu_model in its series: entry or a gpu_model column")
+        try:
+            spec_for(catalogue, m.gpu_model)
+            out[sid] = (k, check_series_keys(sid, catalogue, k.gpu_models, k.min_gpu_memory_gb, k.share))
+        except (KeyError, ValueError) as exc:
+            msg = str(exc) if isinstance(exc, ValueError) else f"series {sid!r}: gpu_model: {exc}"
+            raise InputError(f"fleet: {msg}; a fleet member's demand is measured on a catalogue model: set gpu_model "
+                             "(config series: entry or CSV column)") from None
+    return out
+
+
 def fleet_outputs(state: PlanState) -> FleetOutputs | None:
     """The fleet step's outputs (:class:`FleetOutputs`), or None when the run has no fleet. Raises
     :class:`capplan.errors.InputError` naming the series and key when a member's own model (``gpu_model``) is
@@ -135,22 +157,15 @@ def fleet_outputs(state: PlanState) -> FleetOutputs | None:
     (:func:`capplan.config.fleet.check_series_keys`); or naming the team when the teams (:func:`teams_of`)
     cannot be Kueue queues (a namespace that is not an RFC 1123 label, a name taken twice)."""
     cfg = state.cfg
-    keys = members(state)
-    if not keys:
+    checked = checked_members(state)
+    if not checked:
         return None
     catalogue = cfg.gpu_catalogue_used()
     book = cfg.price_book()
     ids, kinds, own, allowed, floors, rows, ends, notes = [], [], [], [], [], [], [], []
     h1 = state.prep.h1
-    for sid, k in sorted(keys.items()):
+    for sid, (k, allow) in sorted(checked.items()):
         m = state.prep.meta[sid]
-        try:
-            spec_for(catalogue, m.gpu_model)
-            allow = check_series_keys(sid, catalogue, k.gpu_models, k.min_gpu_memory_gb, k.share)
-        except (KeyError, ValueError) as exc:
-            msg = str(exc) if isinstance(exc, ValueError) else f"series {sid!r}: gpu_model: {exc}"
-            raise InputError(f"fleet: {msg}; a fleet member's demand is measured on a catalogue model: set gpu_model "
-                             "(config series: entry or CSV column)") from None
         w = state.prep.windows[sid]
         g = h1[h1["series_id"] == sid].set_index("timestamp")["value"]
         g = g[g.index <= w.end]
@@ -177,7 +192,8 @@ def fleet_outputs(state: PlanState) -> FleetOutputs | None:
     rows_out = c.series_rows()
     end = max(e for _, e in ends).floor("h")
     window = ((end - pd.Timedelta(hours=eval_hours - 1)).isoformat(), end.isoformat())
-    series = {sid: FleetSeries(share=keys[sid].share, **{k: v for k, v in r.items() if k in FleetSeries.model_fields})
+    series = {sid: FleetSeries(share=checked[sid][0].share,
+                               **{k: v for k, v in r.items() if k in FleetSeries.model_fields})
               for sid, r in rows_out.items()}
     fleet = FleetReport(
         name=cfg.fleet.name if cfg.fleet is not None else "fleet", evaluation_window=window, hours=eval_hours,

@@ -18,6 +18,7 @@ import pandas as pd
 from capplan.config.settings import CapplanConfig
 from capplan.errors import InputError
 from capplan.run.executor import Failed
+from capplan.run.stages.fleet import checked_members
 from capplan.run.state import Ledger, PlanState, Prepared
 from capplan.sources import LoadedHistory, load_source
 from capplan.store.remote import check_store_url
@@ -72,6 +73,7 @@ def load(state: PlanState) -> None:
     loaded = state.loaded
     state.progress("regularise", f"{loaded.frame['series_id'].nunique()} series, {len(loaded.frame)} rows")
     state.prep = prepare(loaded, state.cfg, state.ledger, progress=lambda line: state.progress("regularise", line))
+    checked_members(state)  # a bad fleet member fails here, before any forecast
     for sid in state.prep.windows:
         for n in loaded.notes_for(sid, state.prep.windows):
             state.ledger.note(sid, n)

@@ -117,3 +117,12 @@ def test_a_fleet_keys_only_entry_cannot_be_pulled_and_says_so():
     s = CapplanConfig.model_validate({"series": [{"id": "train/a", "share": 0.5}]}).series[0]
     with pytest.raises(InputError, match="train/a.*fleet keys"):
         s.promql()
+
+
+def test_a_csv_fleet_member_without_gpu_model_fails_at_load_naming_it(tmp_path, capsys):
+    t = pd.date_range("2024-01-01", periods=12 * 24 * 3, freq="5min", tz="UTC")
+    pd.DataFrame({"timestamp": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "series_id": "a/one", "value": 3.0,
+                  "gpu_models": "A100-80GB"}).to_csv(tmp_path / "gm.csv", index=False)
+    code, _, err = run_cli(["plan", "--source", f"csv:{tmp_path / 'gm.csv'}", "--out", str(tmp_path / "o"), "-q"],
+                           capsys)
+    assert code == 2 and "a/one" in err and "without gpu_model" in err and "'default'" not in err
