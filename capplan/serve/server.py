@@ -92,6 +92,10 @@ def make_server(source: PlanSource, host: str = "127.0.0.1", port: int = 9464, p
                 ready = plan is not None and stale is None
                 doc = {"ready": ready, "run_id": plan.run_id if plan else None, "stale": stale,
                        "last_error": source.last_error}
+                if plan is None:  # say why in one line: nothing published yet, or the newest LATEST failed
+                    doc["reason"] = (f"the store's LATEST could not be loaded: {source.last_error}" if source.last_error
+                                     else "no plan published in the store yet (runs/LATEST is missing): run "
+                                     "`capplan plan --publish` or `capplan plan` on the whole source")
                 self._send(200 if ready else 503, json.dumps(doc).encode())
             elif path == API_LATEST:
                 plan = source.current()

@@ -55,6 +55,7 @@ def test_binds_localhost_by_default_and_waits_for_a_plan(served):
     assert requests.get(url + "/healthz", timeout=5).status_code == 200
     r = requests.get(url + "/readyz", timeout=5)
     assert r.status_code == 503 and r.json()["ready"] is False
+    assert "no plan published" in r.json()["reason"]  # says why in one line
     assert requests.get(url + API_LATEST, timeout=5).status_code == 503
     assert requests.get(url + "/nope", timeout=5).status_code == 404
 
