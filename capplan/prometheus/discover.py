@@ -166,11 +166,28 @@ def starter_config(found: Found, url: str, header_names: list[str], store: str =
 
 #: the first line of every config :func:`dump` writes; ``capplan discover`` replaces only files that start with it
 MARKER = "# Written by `capplan discover`"
+#: the last line of every config :func:`dump` writes, with the SHA-256 of the text above it: a file whose text no
+#: longer matches it was edited by hand, and is not replaced
+DIGEST = "# capplan discover digest: sha256:"
+#: the most bytes of an existing ``--out`` read to check it (capplan's configs are far smaller)
+CHECK_BYTES = 4 * 1024 * 1024
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def edited(text: str) -> bool:
+    """True when ``text`` (a file that starts with :data:`MARKER`) is not exactly what :func:`dump` wrote: its
+    :data:`DIGEST` line is missing or does not match the text above it."""
+    body, sep, tail = text.rstrip("\n").rpartition("\n" + DIGEST)
+    return not sep or "\n" in tail or _digest(body + "\n") != tail.strip()
 
 
 def check_out(path: Path, force: bool = False) -> None:
     """Refuse to replace ``path`` (``capplan discover --out``) unless it is absent, ``force`` is set, or
-    it is a regular file (not a symlink) whose first line is :data:`MARKER` (a config discover wrote).
+    it is a regular file (not a symlink) whose first line is :data:`MARKER` and whose text is still what discover
+    wrote (its :data:`DIGEST` line matches: a hand edit is never overwritten).
 
     Raises InputError naming the file and the options to use (``--out other.yaml`` or ``--force``)."""
     if force or not (path.exists() or path.is_symlink()):
@@ -183,11 +200,13 @@ def check_out(path: Path, force: bool = False) -> None:
     else:
         try:
             with path.open("rb") as f:
-                head = f.read(len(MARKER.encode()))
+                data = f.read(CHECK_BYTES + 1)
         except OSError as exc:
             raise InputError(f"--out {path}: cannot read it to check who wrote it ({exc.strerror or exc})") from None
-        if head != MARKER.encode():
+        if not data.startswith(MARKER.encode()):
             why = "exists and was not written by capplan discover"
+        elif len(data) > CHECK_BYTES or edited(data.decode("utf-8", "replace")):
+            why = "was edited since capplan discover wrote it"
     if why:
         raise InputError(f"--out {path}: {why}; it is left as it is: name another file (--out other.yaml) or "
                          "pass --force to replace it")
@@ -222,7 +241,9 @@ def fitted(found: Found, fits: Callable[[Found], bool]) -> tuple[Found, list[str
 
 
 def dump(doc: dict) -> str:
-    """YAML text of a starter config, with a header comment (its first line is :data:`MARKER`)."""
+    """YAML text of a starter config, with a header comment (its first line is :data:`MARKER`) and a last line
+    :data:`DIGEST` of the text above it."""
     head = (f"{MARKER}: GPU namespaces, Volcano queues and Kueue ClusterQueues with recent\n"
             "# demand. Pull history with `capplan ingest --config <this file>`, then `capplan plan --config ...`.\n")
-    return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    text = head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    return f"{text}{DIGEST}{_digest(text)}\n"

@@ -43,6 +43,10 @@ def test_discover_replaces_its_own_file_and_force_replaces_any(tmp_path, capsys)
         assert run_cli(args, capsys)[0] == 0
         assert out_file.read_text().startswith(MARKER)
         assert run_cli(args, capsys)[0] == 0  # its own file: replaced
+        edited = out_file.read_text() + "# my edit: keep this\n"  # its own file, edited by hand since: kept
+        out_file.write_text(edited)
+        code, _, err = run_cli(args, capsys)
+        assert code == 2 and "was edited since capplan discover wrote it" in err and out_file.read_text() == edited
         out_file.write_text(HAND)
         code, _, err = run_cli(args, capsys)
         assert code == 2 and out_file.read_text() == HAND
