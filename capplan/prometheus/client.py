@@ -248,6 +248,8 @@ class PrometheusClient:
         session.auth = auth
         self._session = session
         self._url = cfg.url.rstrip("/") + "/api/v1/query_range"
+        #: the other origins that answered after a redirect (their answers were used; no secret was sent there)
+        self.answered_by: set[str] = set()
         creds = (f"bearer token from ${cfg.bearer_token_env}" if cfg.bearer_token_env else
                  f"basic auth as {cfg.basic_auth.username!r} with password from ${cfg.basic_auth.password_env}"
                  if cfg.basic_auth else "")
@@ -308,6 +310,7 @@ class PrometheusClient:
         if resp.history and self._session.should_strip_auth(self._url, resp.url):  # another origin answered
             u = urllib3.util.parse_url(resp.url)
             moved = f"{u.scheme}://{u.host}" + (f":{u.port}" if u.port else "")
+            self.answered_by.add(moved)
         return Answer(data["result"], data.get("resultType"), notes, moved)
 
     def query_range(self, query: str, start_s: int, end_s: int, step_s: int, *, series_id: str = "?") -> Answer:

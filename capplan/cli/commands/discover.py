@@ -110,6 +110,11 @@ def register(app: typer.Typer) -> None:
             client.close()
         doc = {"namespaces": found.namespaces, "volcano_queues": found.volcano, "kueue_cluster_queues": found.kueue,
                **gpu_doc(found.gpus), "config": str(out_file)}
+        for origin in sorted(client.answered_by):  # said, never silent: another host's answers were read
+            line = (f"answered by {origin}: {cfg.url} redirected there (another host or port), so the credentials "
+                    "and secret headers were not sent; check prometheus.url if that host is not yours")
+            doc.setdefault("notes", []).append(line)
+            err.print(f"note: {line}", highlight=False, markup=False)
         if not (found.namespaces or found.volcano or found.kueue or found.gpus):
             raise InputError(f"{prometheus_url}: no GPU namespace, Volcano queue or Kueue ClusterQueue with demand "
                              f"in the {lookback} before {pd_iso(end)}; check --at/--lookback and that "

@@ -96,6 +96,7 @@ def test_discover_sends_no_tenant_to_the_host_it_is_redirected_to(tmp_path, caps
     assert code == 0, err
     assert got_other and all(TENANT not in json.dumps(h) for h in got_other)
     assert TENANT not in out + err
+    assert f"note: answered by {other.rstrip('/')}" in err  # another host's answers are read, never silently
 
 
 def test_ingest_notes_the_other_origin_that_answered(tmp_path):
