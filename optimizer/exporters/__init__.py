@@ -10,7 +10,7 @@ One module per target, each registered by name in :data:`WRITERS`
 * ``adapter`` (:mod:`.adapter`) — the prometheus-adapter rule serving that metric;
 * ``volcano`` (:mod:`.volcano`) — a Queue per training pool;
 * ``priorityclass`` (:mod:`.priorityclass`) — the preemption tiers;
-* ``kueue`` (:mod:`.kueue`) — ResourceFlavors, a ClusterQueue and LocalQueue per team in one cohort (or a Volcano
+* ``kueue`` (:mod:`.fleet.kueue`) — ResourceFlavors, a ClusterQueue and LocalQueue per team in one cohort (or a Volcano
   Queue per team), when a fleet quota is given (``fleet=``);
 
 plus ``manifests/kustomization.yaml`` (:mod:`.kustomization`) listing the set.
@@ -46,13 +46,13 @@ from optimizer.exporters import (  # noqa: F401  (registration)
     dispatcher_policy,
     hpa,
     keda,
-    kueue,
     priorityclass,
     volcano,
 )
 from optimizer.exporters.base import WRITERS, Context, Doc, register, render
 from optimizer.exporters.checks.schemas import default_schemas_dir
 from optimizer.exporters.checks.validate import ExportValidationError, Problem, validate_dir, validate_files
+from optimizer.exporters.fleet import kueue  # noqa: F401  (registration)
 from optimizer.exporters.kustomization import PATH as kustomization_path
 from optimizer.exporters.kustomization import kustomization
 from optimizer.exporters.names import assign_names, k8s_name
@@ -81,7 +81,7 @@ def is_own_file(root: Path, rel: str) -> bool:
 
 def render_all(plans: list[SeriesPlan], settings=None, fleet=None) -> dict[str, str]:
     """``relative path -> YAML text`` of every file, without writing. ``fleet``: an optional
-    :class:`optimizer.exporters.kueue.FleetQuota` whose Kueue objects are written too.
+    :class:`optimizer.exporters.fleet.kueue.FleetQuota` whose Kueue objects are written too.
 
     Raises
     ------

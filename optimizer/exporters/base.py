@@ -33,7 +33,7 @@ class Doc:
 @dataclass
 class Context:
     """What every writer gets besides the plans: the settings, the object names, and the fleet's quotas
-    (an :class:`optimizer.exporters.kueue.FleetQuota`, or None) for the Kueue writer."""
+    (an :class:`optimizer.exporters.fleet.kueue.FleetQuota`, or None) for the Kueue writer."""
 
     settings: ExportSettings
     names: dict[str, str]

@@ -45,7 +45,7 @@ import yaml
 from optimizer.exporters.base import Context, Doc, register
 from optimizer.exporters.checks.schemas import default_schemas_dir
 from optimizer.exporters.crd import CRD_FILE, SCHEMA_FILE, crd
-from optimizer.exporters.fleet_policy import fleet_entry
+from optimizer.exporters.fleet.policy_block import fleet_entry
 from optimizer.exporters.policy_fields import camel, camel_dict, human, param_problems, snake, snake_dict
 from optimizer.plan.policy import Metrics, SeriesPlan
 
@@ -145,7 +145,7 @@ def series_entry(p: SeriesPlan, name: str) -> dict:
 
 
 def policy_object(plans: list[SeriesPlan], ctx: Context) -> dict:
-    """The DispatcherPolicy object; ``spec.fleet`` (:func:`optimizer.exporters.fleet_policy.fleet_entry`) when the
+    """The DispatcherPolicy object; ``spec.fleet`` (:func:`optimizer.exporters.fleet.policy_block.fleet_entry`) when the
     export has a fleet quota (``ctx.fleet``)."""
     spec: dict = {"series": [series_entry(p, ctx.names[p.series_id]) for p in plans]}
     if ctx.fleet is not None:

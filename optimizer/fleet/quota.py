@@ -1,6 +1,6 @@
 """Kueue quotas from the recommended fleet plan: per team (a group of member series) and GPU model, the
 ``nominalQuota``, ``borrowingLimit`` and ``lendingLimit`` of its ClusterQueue, and per model its ResourceFlavor's
-capacity and the plan's purchase mix (:class:`optimizer.exporters.kueue.FleetQuota`, which the Kueue exporter
+capacity and the plan's purchase mix (:class:`optimizer.exporters.fleet.kueue.FleetQuota`, which the Kueue exporter
 writes).
 
 All figures are read from the recommended plan replayed on the evaluation window
@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from optimizer.exporters.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota
+from optimizer.exporters.fleet.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota
 from optimizer.fleet.causal import FleetPlan
 from optimizer.fleet.limit import LAYERS
 from optimizer.fleet.problem import FleetProblem

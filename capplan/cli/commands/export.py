@@ -41,7 +41,7 @@ from capplan.store import atomic
 from optimizer.exporters import OWNED, ExportValidationError, is_own_file, render_all, write_all
 from optimizer.exporters.checks.problem import yaml_problem
 from optimizer.exporters.dispatcher_policy import read_policy
-from optimizer.exporters.fleet_policy import fleet_from_policy
+from optimizer.exporters.fleet.policy_block import fleet_from_policy
 
 EXIT_DIFFERENCES = 1  # --diff: as diff(1) and kubectl diff
 EXIT_DIFF_INTERNAL = 3  # --diff: an internal failure (1 already means "differences")

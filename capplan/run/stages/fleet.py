@@ -24,7 +24,7 @@ from capplan.errors import InputError
 from capplan.report.fleet import FleetCost, FleetLimit, FleetReport, FleetSeries, MixFigures, catalogue_used
 from capplan.run.state import PlanState
 from optimizer.book.gpus import spec_for
-from optimizer.exporters.kueue import FleetQuota
+from optimizer.exporters.fleet.kueue import FleetQuota
 from optimizer.exporters.names import assign_names, k8s_name
 from optimizer.fleet.causal import CausalRule, FleetPlan
 from optimizer.fleet.compare import compare

@@ -57,7 +57,7 @@ from optimizer.exporters.policy_fields import param_problems
 CLUSTER_SCOPED = {"Queue", "PriorityClass", "Namespace", "ClusterRole", "ClusterRoleBinding",
                   "CustomResourceDefinition", "ResourceFlavor", "ClusterQueue", "Cohort"}
 KUEUE_GROUP = "kueue.x-k8s.io/"
-CAPACITY_ANNOTATION = "capplan.io/capacity-gpus"  # written by optimizer.exporters.kueue on each ResourceFlavor
+CAPACITY_ANNOTATION = "capplan.io/capacity-gpus"  # written by optimizer.exporters.fleet.kueue on each ResourceFlavor
 
 
 def _queue_quota(file: str, o: dict, res: str, dv, cv, out: list[Problem]) -> None:

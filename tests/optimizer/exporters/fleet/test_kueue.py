@@ -1,4 +1,4 @@
-"""Kueue export of a fleet's quotas (optimizer.exporters.kueue) and the lint rules on it: every object validates
+"""Kueue export of a fleet's quotas (optimizer.exporters.fleet.kueue) and the lint rules on it: every object validates
 against the Kueue CRDs in schemas/, flavors come cheapest first, and a hand-raised quota is caught by
 ``capplan export --validate``."""
 
@@ -12,7 +12,7 @@ from optimizer.exporters import render_all, write_all
 from optimizer.exporters.base import render
 from optimizer.exporters.checks.lint import lint
 from optimizer.exporters.checks.validate import validate_object
-from optimizer.exporters.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota, flavor_name, kueue_docs
+from optimizer.exporters.fleet.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota, flavor_name, kueue_docs
 
 
 def _fleet(**over) -> FleetQuota:

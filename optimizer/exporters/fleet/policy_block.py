@@ -28,7 +28,7 @@ Floats are rounded for reading (:func:`optimizer.exporters.policy_fields.human`)
 
 from __future__ import annotations
 
-from optimizer.exporters.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota
+from optimizer.exporters.fleet.kueue import FlavorSpec, FleetQuota, ModelQuota, TeamQuota
 from optimizer.exporters.policy_fields import camel, camel_dict, human, snake, snake_dict
 
 _QUOTA = {"nominal": "nominalQuota", "borrowing_limit": "borrowingLimit", "lending_limit": "lendingLimit"}
