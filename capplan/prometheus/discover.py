@@ -34,7 +34,7 @@ import yaml
 from capplan.errors import InputError
 from capplan.prometheus.client import PrometheusClient
 from capplan.prometheus.gpu_inventory import GpuInventory, inventory, set_namespace_models, starter_series
-from capplan.prometheus.parse import check_result
+from capplan.prometheus.parse import instant
 from capplan.promql.render import mig_share
 
 _NS_Q = ('max_over_time((sum by (namespace, resource) (max by (namespace, pod, container, resource) '
@@ -61,19 +61,6 @@ class Found:
     gpus: GpuInventory = field(default_factory=GpuInventory)
 
 
-def _instant(client: PrometheusClient, query: str, at: int, what: str,
-             told: Callable[[str], None] = lambda line: None) -> list[tuple[dict, float]]:
-    """(labels, value) of ``query`` at ``at`` (a one-point query_range, so every engine answers alike);
-    ``told`` gets a progress line first."""
-    told(f"discover: asking {client.cfg.url} for {what}")
-    out = []
-    for r in check_result(client.query_range(query, at, at, 60, series_id=what), f"discover {what}: {query!r}"):
-        vals = [float(v[1]) for v in r.get("values", [])]
-        if vals and vals[-1] == vals[-1]:
-            out.append((r.get("metric", {}), vals[-1]))
-    return out
-
-
 def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int = 60,
              progress: Callable[[str], None] | None = None) -> Found:
     """Namespaces, Volcano queues and Kueue ClusterQueues with GPU demand in ``(at - lookback_s, at]``
@@ -82,17 +69,17 @@ def discover(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int =
     w, lb = f"{scrape_s}s", f"{lookback_s}s"
     found = Found()
     told = progress or (lambda line: None)
-    for lab, v in _instant(client, _NS_Q.format(w=w, lb=lb), at, "namespaces", told):
+    for lab, v in instant(client, _NS_Q.format(w=w, lb=lb), at, "namespaces", told):
         if v > 0 and lab.get("namespace"):
             found.namespaces.setdefault(lab["namespace"], {})[lab.get("resource", "nvidia_com_gpu")] = \
                 v * mig_share(lab.get("resource", ""), 7)
-    for lab, v in _instant(client, _VQ.format(w=w, lb=lb), at, "volcano queues", told):
+    for lab, v in instant(client, _VQ.format(w=w, lb=lb), at, "volcano queues", told):
         if v > 0 and lab.get("queue_name"):
             found.volcano[lab["queue_name"]] = max(v, found.volcano.get(lab["queue_name"], 0.0))
-    for lab, v in _instant(client, _KQ.format(w=w, lb=lb), at, "kueue clusterqueues", told):
+    for lab, v in instant(client, _KQ.format(w=w, lb=lb), at, "kueue clusterqueues", told):
         if lab.get("cluster_queue"):
             found.kueue[lab["cluster_queue"]] = max(v, found.kueue.get(lab["cluster_queue"], 0.0))
-    for lab, v in _instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads", told):
+    for lab, v in instant(client, _KP.format(w=w, lb=lb), at, "kueue pending workloads", told):
         if v > 0 and lab.get("cluster_queue"):
             found.kueue.setdefault(lab["cluster_queue"], 0.0)
     found.gpus = inventory(client, at, lookback_s, scrape_s, told)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from capplan.prometheus.client import PrometheusClient
-from capplan.prometheus.parse import check_result
+from capplan.prometheus.parse import instant
 from capplan.promql.models import SUFFIX_RE
 from capplan.promql.render import mig_share
 from optimizer.book.gpus import normalise_model_name
@@ -70,16 +70,6 @@ class GpuInventory:
         return bool(self.models or self.flavors)
 
 
-def _ask(client: PrometheusClient, query: str, at: int, what: str, told: Callable[[str], None]):
-    told(f"discover: asking {client.cfg.url} for {what}")
-    out = []
-    for r in check_result(client.query_range(query, at, at, 60, series_id=what), f"discover {what}: {query!r}"):
-        vals = [float(v[1]) for v in r.get("values", [])]
-        if vals and vals[-1] == vals[-1]:
-            out.append((r.get("metric", {}), vals[-1]))
-    return out
-
-
 def _model(raw: str) -> str:
     return normalise_model_name(raw)
 
@@ -92,7 +82,7 @@ def inventory(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int 
     w, lb = f"{scrape_s}s", f"{lookback_s}s"
     inv = GpuInventory()
     node_labels: dict[str, dict] = {}
-    for lab, _ in _ask(client, _NODES.format(lb=lb), at, "GPU node labels", told):
+    for lab, _ in instant(client, _NODES.format(lb=lb), at, "GPU node labels", told):
         node = lab.get("node", "")
         if node in node_labels and node_labels[node] != lab:
             inv.notes.append(f"node {node}: more than one GPU product in the lookback; counted as "
@@ -100,7 +90,7 @@ def inventory(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int 
             continue
         node_labels.setdefault(node, lab)
     alloc: dict[str, dict[str, float]] = {}
-    for lab, v in _ask(client, _ALLOC.format(lb=lb), at, "allocatable GPUs", told):
+    for lab, v in instant(client, _ALLOC.format(lb=lb), at, "allocatable GPUs", told):
         alloc.setdefault(lab.get("node", ""), {})[lab.get("resource", "")] = v
     mig: dict[tuple, dict] = {}
     unlabelled = sorted(n for n, lab in node_labels.items() if not lab.get("label_nvidia_com_gpu_product"))
@@ -112,27 +102,27 @@ def inventory(client: PrometheusClient, at: int, lookback_s: int, scrape_s: int 
         if lab.get("label_nvidia_com_gpu_product"):
             _add_node(inv, mig, node, lab, alloc.get(node, {}))
     inv.mig = [mig[k] for k in sorted(mig)]
-    for lab, v in _ask(client, _DCGM.format(lb=lb), at, "dcgm-exporter GPU models", told):
+    for lab, v in instant(client, _DCGM.format(lb=lb), at, "dcgm-exporter GPU models", told):
         if lab.get("modelName"):
             m = _entry(inv, _model(lab["modelName"]))
             m["model_names"].append(lab["modelName"])
             m["dcgm_gpus"] += int(v)
     if node_labels:
-        for lab, _ in _ask(client, _NS_NODES.format(lb=lb), at, "namespaces' GPU nodes", told):
+        for lab, _ in instant(client, _NS_NODES.format(lb=lb), at, "namespaces' GPU nodes", told):
             product = node_labels.get(lab.get("node", ""), {}).get("label_nvidia_com_gpu_product")
             if lab.get("namespace") and product:
                 models = inv.namespaces.setdefault(lab["namespace"], [])
                 if _model(product) not in models:
                     models.append(_model(product))
                     models.sort()
-    for lab, v in _ask(client, _QUOTA.format(lb=lb), at, "Kueue flavor quotas", told):
+    for lab, v in instant(client, _QUOTA.format(lb=lb), at, "Kueue flavor quotas", told):
         f = _flavor(inv, lab.get("flavor", ""))
         if f is not None:
             f["nominal_quota"] += v * mig_share(lab.get("resource", ""), SLICES)
             for key, name in (("cluster_queues", "cluster_queue"), ("cohorts", "cohort")):
                 if lab.get(name) and lab[name] not in f[key]:
                     f[key] = sorted([*f[key], lab[name]])
-    for lab, v in _ask(client, _USAGE.format(w=w, lb=lb), at, "Kueue flavor usage", told):
+    for lab, v in instant(client, _USAGE.format(w=w, lb=lb), at, "Kueue flavor usage", told):
         f = _flavor(inv, lab.get("flavor", ""))
         if f is not None:
             f["peak_usage"] += v * mig_share(lab.get("resource", ""), SLICES)

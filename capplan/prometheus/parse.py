@@ -16,11 +16,13 @@ and combining label sets into one series. No network.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import pandas as pd
 
 from capplan.errors import SourceError
-from capplan.prometheus.client import PrometheusError
+from capplan.prometheus.client import PrometheusClient, PrometheusError
 
 
 def chunk_ranges(start_s: int, end_s: int, step_s: int, max_points: int = 11000) -> list[tuple[int, int]]:
@@ -174,3 +176,15 @@ def to_frame(series_id: str, ts_ms: np.ndarray, values: np.ndarray) -> pd.DataFr
         "value": values.astype(np.float64),
     })
 
+
+def instant(client: "PrometheusClient", query: str, at: int, what: str,
+             told: Callable[[str], None] = lambda line: None) -> list[tuple[dict, float]]:
+    """(labels, value) of ``query`` at ``at`` (a one-point query_range, so every engine answers alike);
+    ``told`` gets a progress line first."""
+    told(f"discover: asking {client.cfg.url} for {what}")
+    out = []
+    for r in check_result(client.query_range(query, at, at, 60, series_id=what), f"discover {what}: {query!r}"):
+        vals = [float(v[1]) for v in r.get("values", [])]
+        if vals and vals[-1] == vals[-1]:
+            out.append((r.get("metric", {}), vals[-1]))
+    return out

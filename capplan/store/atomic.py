@@ -146,7 +146,6 @@ def replace_dir(final: str | os.PathLike):
     """
     final = Path(final)
     if final.is_symlink():
-
         raise InputError(f"{final}: is a symlink (to {os.readlink(final)}); the folder is replaced whole, which "
                          "would replace the link, not fill what it names: name the folder itself")
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +170,10 @@ def replace_dir(final: str | os.PathLike):
         if final.exists():
             os.replace(final, old)
         os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)  # no temporary left behind; the old set is restored next call
+    except BaseException:  # cleaned up and re-raised: the previous set goes back in place, no temporary is left
+        if old.exists() and not final.exists():
+            with contextlib.suppress(OSError):  # else the next call restores it (the stale ``.old-`` sets above)
+                os.replace(old, final)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(old, ignore_errors=True)

@@ -10,6 +10,24 @@ from capplan.store import atomic
 from tests.conftest import run_cli
 
 
+def test_a_failed_swap_puts_the_previous_set_back(tmp_path, monkeypatch):
+    final = tmp_path / "out"
+    with atomic.replace_dir(final) as tmp:
+        (tmp / "a").write_text("previous")
+    real = atomic.os.replace
+
+    def failing(a, b):  # the new set cannot be moved in; moving the previous set back still works
+        if str(b) == str(final) and ".old-" not in str(a):
+            raise OSError(5, "Input/output error")
+        return real(a, b)
+
+    monkeypatch.setattr(atomic.os, "replace", failing)
+    with pytest.raises(OSError):
+        with atomic.replace_dir(final) as tmp:
+            (tmp / "a").write_text("new")
+    assert (final / "a").read_text() == "previous" and [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 @pytest.mark.parametrize("dangling", [False, True])
 def test_replace_dir_refuses_a_symlink_and_leaves_nothing(tmp_path, dangling):
     target = tmp_path / "real"
