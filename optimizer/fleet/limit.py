@@ -33,7 +33,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
-from optimizer.fleet.problem import FleetProblem
+from optimizer.fleet.problem import FleetProblem, placement_cells
 
 LAYERS = ("reserved", "spot", "on_demand")
 GAP = 1e-3  #: relative optimality gap of a sizing: HiGHS stops within 0.1 % of the optimum (``bound_usd`` says where)
@@ -108,17 +108,7 @@ def _solve(problem: FleetProblem, base: np.ndarray | None, layers: tuple[str, ..
         cap_cols.append(cols)
     n_cap = col
     # placement variables for (i, m, h) with need > 0 and m allowed
-    pi, pj, ph = [], [], []
-    for i in range(n):
-        hrs = np.flatnonzero(need[i] > 0)
-        for j in range(mm):
-            if np.isfinite(problem.ratio[i, j]):
-                pi.append(np.full(len(hrs), i))
-                pj.append(np.full(len(hrs), j))
-                ph.append(hrs)
-    pi = np.concatenate(pi) if pi else np.zeros(0, int)
-    pj = np.concatenate(pj) if pj else np.zeros(0, int)
-    ph = np.concatenate(ph) if ph else np.zeros(0, int)
+    pi, pj, ph = placement_cells(problem.ratio, need)
     n_y = len(pi)
     ycol = n_cap + np.arange(n_y)
     ratio = problem.ratio[pi, pj] if n_y else np.zeros(0)

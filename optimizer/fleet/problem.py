@@ -141,3 +141,15 @@ def violations(problem: FleetProblem, placed: np.ndarray, eps: float = 1e-6) -> 
 
 
 __all__ = ["FleetProblem", "UnknownGpuModel", "VARIANTS", "build_problem", "violations"]
+
+
+def placement_cells(ratio: np.ndarray, need: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The placement variables of the limit and the replay: ``(series, model, hour)`` index arrays, one entry per
+    hour a series needs GPUs (``need`` (N, T) > 0) and per model it may use (``ratio`` (N, M) finite), in series,
+    model, hour order; three empty int arrays when there is none."""
+    cells = [(np.full(len(h), i), np.full(len(h), j), h)
+             for i in range(need.shape[0]) for h in [np.flatnonzero(need[i] > 0)]
+             for j in range(ratio.shape[1]) if np.isfinite(ratio[i, j])]
+    if not cells:
+        return np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)
+    return tuple(np.concatenate(v).astype(int) for v in zip(*cells))

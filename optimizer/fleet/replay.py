@@ -17,7 +17,7 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, vstack
 
-from optimizer.fleet.problem import FleetProblem
+from optimizer.fleet.problem import FleetProblem, placement_cells
 
 
 def assign(problem: FleetProblem, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -29,15 +29,7 @@ def assign(problem: FleetProblem, capacity: np.ndarray) -> tuple[np.ndarray, np.
     need = problem.need()
     n, t = need.shape
     mm = len(problem.models)
-    pi, pj, ph = [], [], []
-    for i in range(n):
-        hrs = np.flatnonzero(need[i] > 0)
-        for j in range(mm):
-            if np.isfinite(problem.ratio[i, j]):
-                pi.append(np.full(len(hrs), i))
-                pj.append(np.full(len(hrs), j))
-                ph.append(hrs)
-    pi, pj, ph = (np.concatenate(v) if v else np.zeros(0, int) for v in (pi, pj, ph))
+    pi, pj, ph = placement_cells(problem.ratio, need)
     if not len(pi) and not (need > 0).any():  # nothing to serve (an idle window): nothing placed, nothing unmet
         return np.zeros((n, mm, t)), np.zeros((n, t))
     ui, uh = np.nonzero(need > 0)
