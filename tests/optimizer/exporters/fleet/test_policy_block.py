@@ -10,8 +10,8 @@ import yaml
 from optimizer.exporters import render_all, write_all
 from optimizer.exporters.checks.validate import validate_dir
 from optimizer.exporters.fleet.policy_block import fleet_entry, fleet_from_policy, fleet_of
-from tests.optimizer.exporters.test_exporters import PLANS, _cli
 from tests.optimizer.exporters.fleet.test_kueue import _fleet
+from tests.optimizer.exporters.test_exporters import PLANS, _cli
 
 
 def _with_mix():
